@@ -1,0 +1,47 @@
+# Two commands from a fresh clone (Python 3.11 is all they need):
+#   make demo   installs into .venv, then runs the SVM multiverse sweep
+#   make test   installs into .venv, then runs the whole test suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+PIP_VERSION := 26.3
+
+.PHONY: install demo test test-unit test-integration bench lock clean
+
+$(STAMP): requirements.lock pyproject.toml
+	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet pip==$(PIP_VERSION)
+	$(BIN)/python -m pip install --quiet -r requirements.lock
+	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
+	touch $(STAMP)
+
+install: $(STAMP)
+
+demo: $(STAMP)
+	$(BIN)/python experiments/svm.py --multirun hydra/sweeper=multiverse
+
+test: test-unit test-integration
+
+# pytest exits 5 when it collects no test: that is a failure here, said out loud.
+define run_pytest
+	$(BIN)/python -m pytest $(1); rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no test for: $(1)"; exit 1; fi; exit $$rc
+endef
+
+test-unit: $(STAMP)
+	@$(call run_pytest,-m "not integration" -q)
+
+test-integration: $(STAMP)
+	@$(call run_pytest,-m integration -q)
+
+bench: $(STAMP)
+	$(BIN)/python -m bench all
+
+# Re-pin every dependency from the current .venv (after changing pyproject.toml).
+lock:
+	$(BIN)/python -m pip freeze --all --exclude-editable | grep -v -E '^(multiverse-sweeper|pip)==' > requirements.lock
+
+clean:
+	rm -rf $(VENV) multirun outputs mlruns.db mlruns mlartifacts .pytest_cache

@@ -1,0 +1,1 @@
+"""Hydra's entry point for the multiverse sweeper (``hydra/sweeper=multiverse``)."""

@@ -1,0 +1,80 @@
+"""Structured configs of the multiverse sweeper, registered in Hydra's ConfigStore.
+
+Hydra imports this module on every application start, so it imports nothing heavy.
+Two nodes are stored:
+
+- ``hydra/sweeper=multiverse``: the sweeper's own settings (``hydra.sweeper.*``);
+- ``sweeper_defaults`` (root level): the top-level ``ray`` and ``mlflow`` blocks, short to
+  type on a cluster command line (``ray.address=auto mlflow.tracking_uri=http://...``).
+  Add ``- sweeper_defaults`` to an application's defaults list to get them typed.
+"""
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, Optional
+
+from hydra.core.config_store import ConfigStore
+
+
+@dataclass
+class MultiverseSweeperConf:
+    """Settings of one sweep; field names equal the sweeper's constructor arguments."""
+
+    _target_: str = "hydra_plugins.multiverse_sweeper.multiverse_sweeper.MultiverseSweeper"
+    strategy: str = "ivr"  # random | sobol | ivr | ucb
+    metric: str = "objective"  # the task's output to model; a float return is named this
+    mode: str = "max"  # max | min
+    n_initial: int = 8  # Sobol points before the GP takes over (ivr, ucb)
+    batch_size: int = 8  # points chosen together from the same results
+    num_trials: int = 32
+    params: Dict[str, Any] = field(default_factory=dict)  # search space, Hydra override grammar
+    seed: int = 0  # the searcher's own seed: Sobol scramble, integration points, GP restarts
+    deterministic: bool = False  # commit to whole batches: same points whatever the timing
+    max_failure_rate: float = 0.5  # stop once failures exceed this fraction of num_trials
+    ucb_beta: float = 2.0  # exploration weight of the ucb strategy
+    n_candidates: int = 2048  # quasi-random candidates the acquisition is maximised over
+    n_integration: int = 1024  # quasi-random Monte-Carlo points of the IVR integral
+    gp_restarts: int = 3  # hyperparameter optimiser restarts per GP fit
+
+
+@dataclass
+class ResourcesConf:
+    """Resources one trial reserves; fractional GPUs pack several trials on one GPU."""
+
+    cpu: float = 1.0
+    gpu: float = 0.0
+    custom: Dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class RayConf:
+    """Where trials run: a local Ray started by the sweeper (address null) or a cluster."""
+
+    address: Optional[str] = None  # null: start a local Ray; auto | host:6379 | ray://host:10001
+    num_cpus: Optional[int] = None  # local Ray only; null: all cores
+    num_gpus: Optional[int] = None  # local Ray only; null: detect
+    resources_per_trial: ResourcesConf = field(default_factory=ResourcesConf)
+    log_to_driver: bool = False  # forward the workers' stdout/stderr to this console
+    max_concurrent_trials: Optional[int] = None  # null: as many as the resources per trial allow
+    max_failures: int = 0  # retries of a trial whose worker died (not of task exceptions)
+
+
+@dataclass
+class MLflowConf:
+    """Where records go: a local SQLite file by default, a tracking server on a cluster."""
+
+    tracking_uri: str = "sqlite:///mlruns.db"
+    experiment_name: str = "${hydra:job.name}"
+
+
+ConfigStore.instance().store(
+    group="hydra/sweeper",
+    name="multiverse",
+    node=MultiverseSweeperConf,
+    provider="multiverse_sweeper",
+)
+# A plain root with typed children: the application's own keys merge in beside them.
+ConfigStore.instance().store(
+    name="sweeper_defaults",
+    node={"ray": RayConf, "mlflow": MLflowConf},
+    provider="multiverse_sweeper",
+)

@@ -1,0 +1,46 @@
+"""multiverse-sweeper: hyperparameter sweeps that map how a result depends on every choice.
+
+Cheap to import: heavy parts (Ray, MLflow, GPy) load only when their names are used.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from sweeper.errors import MissingDependencyError, SweeperConfigError, TrialFailuresExceeded
+from sweeper.metrics import log_metrics
+
+if TYPE_CHECKING:
+    from sweeper.policy import MultiversePolicy, PolicySettings, Suggestion
+    from sweeper.searcher import MultiverseSearch
+    from sweeper.space import SearchSpace
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "MissingDependencyError",
+    "MultiversePolicy",
+    "MultiverseSearch",
+    "PolicySettings",
+    "SearchSpace",
+    "Suggestion",
+    "SweeperConfigError",
+    "TrialFailuresExceeded",
+    "log_metrics",
+]
+
+_LAZY = {
+    "MultiverseSearch": "sweeper.searcher",
+    "MultiversePolicy": "sweeper.policy",
+    "PolicySettings": "sweeper.policy",
+    "Suggestion": "sweeper.policy",
+    "SearchSpace": "sweeper.space",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'sweeper' has no attribute {name!r}")

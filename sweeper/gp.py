@@ -1,0 +1,327 @@
+"""The GP surrogate: a Matern-5/2 ARD Gaussian process fitted with GPy, predicted in numpy.
+
+This is the only module in the project that imports GPy, and it does so lazily inside
+:func:`fit_gp`, so importing :mod:`sweeper.gp` is cheap. GPy is used to *fit* the
+hyperparameters (type-II maximum likelihood with L-BFGS-B); everything downstream
+(prediction, acquisition functions) uses the fitted hyperparameters through the
+pure-numpy :class:`GPFit`, which is small, picklable and independent of GPy's objects.
+
+Modelling assumptions:
+    * Inputs live in the unit cube ``[0, 1]^d`` (see ``sweeper.space``).
+    * Outputs are standardised, ``(y - mean(y)) / std(y)`` (``ddof=0``; ``std = 1`` when
+      it is 0 or ``n == 1``), so the kernel variance and the noise variance are on the
+      standardised scale, and their bounds are data-independent.
+    * Observation noise is homoscedastic Gaussian, learned, and at least ``noise_floor``.
+
+References:
+    Rasmussen, C. E., & Williams, C. K. I. (2006). Gaussian Processes for Machine
+    Learning. MIT Press. Eq. 4.17 (Matern 5/2), Algorithm 2.1 (Cholesky prediction).
+    Bell, S. J., Kampman, O. P., Dodge, J., & Lawrence, N. D. (2022). Modeling the Machine
+    Learning Multiverse. NeurIPS 2022 (the GP surrogate over the decision space).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import scipy.linalg
+from numpy.typing import NDArray
+
+from sweeper.design import as_generator
+
+log = logging.getLogger(__name__)
+
+_SQRT5 = float(np.sqrt(5.0))
+# Hyperparameter boxes on the standardised scale, inputs in the unit cube.
+LENGTHSCALE_BOUNDS = (1e-3, 1e2)
+VARIANCE_BOUNDS = (1e-3, 1e2)
+NOISE_MAX = 10.0
+# GPy's exact inference factorises K + (noise + 1e-8) I; GPFit.noise_variance includes it,
+# so that GPFit's posterior is exactly the posterior GPy maximised the likelihood of.
+GPY_JITTER = 1e-8
+# Starting points of the restarts: restart 0 is fixed, the others are random.
+DEFAULT_LENGTHSCALE = 0.3
+INIT_LENGTHSCALE_RANGE = (0.05, 2.0)
+INIT_VARIANCE = 1.0
+INIT_NOISE = 1e-2
+
+
+def _matern52(
+    X1: NDArray[np.float64], X2: NDArray[np.float64], lengthscales: NDArray[np.float64],
+    variance: float,
+) -> NDArray[np.float64]:
+    """Matern-5/2 ARD covariance, ``(a, d), (b, d) -> (a, b)``."""
+    A = X1 / lengthscales
+    B = X2 / lengthscales
+    # In place: these matrices are (n_mc, n_cand) in the acquisition and dominate its time.
+    t = A @ B.T
+    t *= -2.0
+    t += np.einsum("ij,ij->i", A, A)[:, None]
+    t += np.einsum("ij,ij->i", B, B)[None, :]
+    np.maximum(t, 0.0, out=t)
+    np.sqrt(t, out=t)
+    t *= _SQRT5  # t = sqrt(5) r
+    e = np.exp(-t)
+    K = t * t
+    K *= 1.0 / 3.0
+    K += t
+    K += 1.0
+    K *= e
+    K *= variance  # s (1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r)
+    return K
+
+
+def cholesky_with_jitter(K: NDArray[np.float64], max_tries: int = 6) -> NDArray[np.float64]:
+    """Lower Cholesky factor of a symmetric PSD matrix, adding diagonal jitter if needed.
+
+    Args:
+        K: Symmetric matrix, shape ``(n, n)``.
+        max_tries: Number of jitter levels tried (``1e-10`` times the mean diagonal,
+            growing tenfold each time) after the plain factorisation fails.
+
+    Returns:
+        ``L`` with ``L @ L.T == K + jitter * I``, shape ``(n, n)``.
+
+    Raises:
+        numpy.linalg.LinAlgError: If every jitter level fails.
+    """
+    try:
+        return scipy.linalg.cholesky(K, lower=True, check_finite=False)
+    except np.linalg.LinAlgError:
+        pass
+    scale = float(np.mean(np.diag(K))) if K.size else 1.0
+    jitter = 1e-10 * (scale if scale > 0 else 1.0)
+    for _ in range(max_tries):
+        try:
+            L = scipy.linalg.cholesky(
+                K + jitter * np.eye(K.shape[0]), lower=True, check_finite=False
+            )
+            log.debug("Cholesky needed jitter %.1e", jitter)
+            return L
+        except np.linalg.LinAlgError:
+            jitter *= 10.0
+    raise np.linalg.LinAlgError(f"matrix not positive definite even with jitter {jitter / 10:.1e}")
+
+
+@dataclass(frozen=True)
+class GPFit:
+    """A fitted GP: hyperparameters on the standardised scale plus its training data.
+
+    Attributes:
+        lengthscales: ARD lengthscales in unit-cube coordinates, shape ``(d,)``.
+        variance: Kernel (signal) variance, standardised scale.
+        noise_variance: Gaussian noise variance, standardised scale (for a fit from
+            :func:`fit_gp`, GPy's likelihood variance plus the ``GPY_JITTER`` that GPy's
+            exact inference adds to it).
+        y_mean: Mean of the training outputs (original units).
+        y_std: Standard deviation used to standardise (original units, > 0).
+        log_likelihood: Log marginal likelihood of the standardised outputs.
+        X: Training inputs, shape ``(n, d)``.
+        y: Training outputs in original units, shape ``(n,)``.
+    """
+
+    lengthscales: NDArray[np.float64]
+    variance: float
+    noise_variance: float
+    y_mean: float
+    y_std: float
+    log_likelihood: float
+    X: NDArray[np.float64]
+    y: NDArray[np.float64]
+    _L: NDArray[np.float64] = field(init=False, repr=False, compare=False)
+    _alpha: NDArray[np.float64] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        # Cache the Cholesky factor of K + noise * I and alpha = (K + noise I)^-1 y_std.
+        K = self.kernel(self.X, self.X)
+        K[np.diag_indices_from(K)] += self.noise_variance
+        L = cholesky_with_jitter(K)
+        z = (self.y - self.y_mean) / self.y_std
+        alpha = scipy.linalg.cho_solve((L, True), z, check_finite=False)
+        object.__setattr__(self, "_L", L)
+        object.__setattr__(self, "_alpha", alpha)
+
+    @property
+    def dim(self) -> int:
+        """Input dimension ``d``."""
+        return int(self.lengthscales.shape[0])
+
+    def kernel(self, X1: NDArray[np.float64], X2: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Evaluate the Matern-5/2 ARD covariance on the standardised scale.
+
+        ``k(x, x') = s (1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r)`` with
+        ``r^2 = sum_i (x_i - x'_i)^2 / l_i^2``, identical to ``GPy.kern.Matern52(ARD=True)``.
+
+        Args:
+            X1: Points, shape ``(a, d)``.
+            X2: Points, shape ``(b, d)``.
+
+        Returns:
+            Covariance matrix, shape ``(a, b)``.
+        """
+        return _matern52(
+            np.asarray(X1, dtype=np.float64), np.asarray(X2, dtype=np.float64),
+            self.lengthscales, self.variance,
+        )
+
+    def kernel_diag(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
+        """Prior variance at each point (the kernel is stationary), shape ``(a,)``."""
+        return np.full(np.asarray(X).shape[0], self.variance, dtype=np.float64)
+
+    def predict(
+        self, X: NDArray[np.float64]
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Posterior mean and sd of the latent function, in original units.
+
+        The sd excludes observation noise (it is the uncertainty about ``f``, not ``y``).
+
+        Args:
+            X: Points, shape ``(a, d)``.
+
+        Returns:
+            ``(mean, sd)``, each shape ``(a,)``, de-standardised (``sd >= 0``).
+        """
+        X = np.asarray(X, dtype=np.float64)
+        Ks = self.kernel(self.X, X)  # (n, a)
+        mean = Ks.T @ self._alpha
+        V = scipy.linalg.solve_triangular(self._L, Ks, lower=True, check_finite=False)
+        var = np.maximum(self.variance - np.sum(V * V, axis=0), 0.0)
+        return self.y_mean + self.y_std * mean, self.y_std * np.sqrt(var)
+
+
+def _standardize(y: NDArray[np.float64]) -> tuple[float, float]:
+    mean = float(np.mean(y))
+    std = float(np.std(y)) if y.shape[0] > 1 else 0.0
+    if not np.isfinite(std) or std <= 0.0:
+        std = 1.0
+    return mean, std
+
+
+def _check_data(X: Any, y: Any) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if X.ndim != 2 or X.shape[0] < 1 or X.shape[1] < 1:
+        raise ValueError(f"X must have shape (n, d) with n, d >= 1; got shape {X.shape}")
+    if y.shape != (X.shape[0],):
+        raise ValueError(f"y must have shape ({X.shape[0]},) to match X; got shape {y.shape}")
+    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
+        raise ValueError("X and y must be finite; drop failed trials before fitting the GP")
+    return X, y
+
+
+def fit_gp(
+    X: NDArray[np.float64],
+    y: NDArray[np.float64],
+    *,
+    seed: int | Sequence[int] | np.random.Generator | None,
+    n_restarts: int = 3,
+    noise_floor: float = 1e-6,
+    max_iters: int = 500,
+) -> GPFit:
+    """Fit a Matern-5/2 ARD GP by maximum marginal likelihood with seeded restarts.
+
+    Restart 0 starts from lengthscale 0.3, variance 1, noise 1e-2; each further restart
+    draws its lengthscales log-uniformly in ``[0.05, 2]`` from ``seed`` (never from
+    numpy's global RNG, unlike GPy's ``optimize_restarts``), so the same data and seed
+    give bit-identical hyperparameters. A restart that fails numerically is skipped.
+    With ``n == 1`` there is nothing to learn: the starting hyperparameters are kept.
+
+    Args:
+        X: Inputs in the unit cube, shape ``(n, d)``, ``n >= 1``.
+        y: Outputs in original units, shape ``(n,)``, finite.
+        seed: Seed of the restarts (see :func:`sweeper.design.as_generator`).
+        n_restarts: Number of L-BFGS-B runs, ``>= 1``.
+        noise_floor: Lower bound of the noise variance (standardised scale).
+        max_iters: Iteration limit of each L-BFGS-B run.
+
+    Returns:
+        The fit with the highest log marginal likelihood.
+
+    Raises:
+        ValueError: If the data or the settings are malformed.
+        RuntimeError: If every restart fails numerically.
+    """
+    X, y = _check_data(X, y)
+    if n_restarts < 1:
+        raise ValueError(f"n_restarts must be >= 1; got {n_restarts!r}")
+    if not 0.0 < noise_floor < NOISE_MAX:
+        raise ValueError(f"noise_floor must be in (0, {NOISE_MAX}); got {noise_floor!r}")
+    rng = as_generator(seed)
+    n, d = X.shape
+    y_mean, y_std = _standardize(y)
+    z = (y - y_mean) / y_std
+
+    starts = [np.full(d, DEFAULT_LENGTHSCALE)]
+    lo, hi = np.log(INIT_LENGTHSCALE_RANGE[0]), np.log(INIT_LENGTHSCALE_RANGE[1])
+    starts += [np.exp(rng.uniform(lo, hi, size=d)) for _ in range(n_restarts - 1)]
+    noise0 = max(INIT_NOISE, noise_floor)
+
+    best: tuple[float, NDArray[np.float64], float, float] | None = None
+    errors: list[str] = []
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore")  # GPy/paramz warn on every overflow and re-constraint
+        try:
+            model = _build_model(X, z, noise_floor)
+        except np.linalg.LinAlgError as exc:
+            raise RuntimeError(f"GP fit failed to start (n={n}, d={d}): {exc}") from exc
+        for i, ls0 in enumerate(starts):
+            try:
+                _set_start(model, ls0, noise0)
+                if n > 1:
+                    model.optimize(optimizer="lbfgsb", max_iters=max_iters, messages=False)
+                ll = float(model.log_likelihood())
+            except (np.linalg.LinAlgError, ValueError, FloatingPointError) as exc:
+                errors.append(f"restart {i}: {type(exc).__name__}: {exc}")
+                log.debug("GP restart %d failed: %s", i, exc)
+                continue
+            if not np.isfinite(ll):
+                errors.append(f"restart {i}: non-finite log likelihood {ll}")
+                continue
+            log.debug("GP restart %d: log likelihood %.4f", i, ll)
+            if best is None or ll > best[0]:
+                best = (
+                    ll,
+                    np.array(model.kern.lengthscale.values, dtype=np.float64),
+                    float(model.kern.variance.values[0]),
+                    float(model.likelihood.variance.values[0]) + GPY_JITTER,
+                )
+            if n == 1:
+                break  # nothing to optimise: every restart would give the same fit
+    if best is None:
+        raise RuntimeError(
+            f"GP fit failed in all {n_restarts} restarts (n={n}, d={d}): " + "; ".join(errors)
+        )
+    ll, lengthscales, variance, noise = best
+    return GPFit(
+        lengthscales=lengthscales, variance=variance, noise_variance=noise,
+        y_mean=y_mean, y_std=y_std, log_likelihood=ll, X=X.copy(), y=y.copy(),
+    )
+
+
+def _build_model(X: NDArray[np.float64], z: NDArray[np.float64], noise_floor: float) -> Any:
+    """A bounded GPy ``GPRegression`` with a Matern-5/2 ARD kernel (lazy GPy import)."""
+    import GPy
+
+    kern = GPy.kern.Matern52(X.shape[1], ARD=True, lengthscale=DEFAULT_LENGTHSCALE)
+    noise = max(INIT_NOISE, noise_floor)
+    model = GPy.models.GPRegression(X, z[:, None], kernel=kern, noise_var=noise)
+    model.kern.lengthscale.constrain_bounded(*LENGTHSCALE_BOUNDS, warning=False)
+    model.kern.variance.constrain_bounded(*VARIANCE_BOUNDS, warning=False)
+    model.likelihood.variance.constrain_bounded(noise_floor, NOISE_MAX, warning=False)
+    return model
+
+
+def _set_start(model: Any, lengthscales: NDArray[np.float64], noise: float) -> None:
+    """Set a restart's starting hyperparameters with a single model update."""
+    model.update_model(False)
+    try:
+        model.kern.lengthscale[:] = lengthscales
+        model.kern.variance[:] = INIT_VARIANCE
+        model.likelihood.variance[:] = noise
+    finally:
+        model.update_model(True)  # recomputes the posterior; may raise LinAlgError

@@ -1,0 +1,348 @@
+"""Hydra adaptor: from ``--multirun hydra/sweeper=multiverse`` to a Ray Tune run.
+
+:class:`SweeperImpl` validates everything before Ray starts (search space, settings,
+tracking URI, and one composed trial config), opens the sweep's MLflow parent run, starts
+or joins Ray, runs a ``ray.tune.Tuner`` with :class:`~sweeper.searcher.MultiverseSearch`,
+and writes ``optimization_results.yaml`` to the sweep directory.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import math
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from hydra.core.singleton import Singleton
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf
+
+from sweeper.conditions import capture_conditions
+from sweeper.errors import SweeperConfigError, TrialFailuresExceeded
+from sweeper.policy import PolicySettings
+from sweeper.space import SearchSpace, parse_search_space
+
+log = logging.getLogger(__name__)
+
+RESULTS_FILE = "optimization_results.yaml"
+SEARCHER_STATE_FILE = "searcher_state.json"
+
+# Ray Tune behaviour the sweeper relies on; set before Tune is imported.
+_TUNE_ENV = {
+    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",  # MLflow is the record: Tune keeps only its JSON log
+    "TUNE_DISABLE_STRICT_METRIC_CHECKING": "1",  # per-step results carry no objective
+    "RAY_CHDIR_TO_TRIAL_DIR": "0",  # tasks see the launch directory, as in a plain Hydra run
+    "RAY_AIR_NEW_OUTPUT": "0",
+}
+
+
+class SweeperImpl:
+    """The multiverse sweeper behind the Hydra plugin (see ``MultiverseSweeperConf``)."""
+
+    def __init__(self, **settings: Any) -> None:
+        settings.pop("_target_", None)
+        params = settings.pop("params", None)
+        self.params: dict[str, Any] = (
+            OmegaConf.to_container(params, resolve=False) if isinstance(params, DictConfig) else dict(params or {})
+        )  # type: ignore[assignment]
+        self.metric: str = settings.pop("metric")
+        self.max_failure_rate: float = settings.pop("max_failure_rate")
+        self.settings = settings  # the rest are PolicySettings fields
+        self.hydra_context: HydraContext | None = None
+        self.task_function: TaskFunction | None = None
+        self.config: DictConfig | None = None
+
+    def setup(self, *, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig) -> None:
+        self.hydra_context, self.task_function, self.config = hydra_context, task_function, config
+
+    # ---------------------------------------------------------------- sweep
+    def sweep(self, arguments: list[str]) -> None:
+        assert self.config is not None and self.hydra_context is not None and self.task_function is not None
+        space, policy_settings = self._validate(arguments)
+        ray_cfg = self._block("ray")
+        mlflow_cfg = self._block("mlflow")
+        sweep_dir = Path(str(self.config.hydra.sweep.dir)).absolute()
+        sweep_dir.mkdir(parents=True, exist_ok=True)
+        OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
+
+        from sweeper.tracking import MLflowTracker
+
+        tracker = MLflowTracker(str(mlflow_cfg["tracking_uri"]), str(mlflow_cfg["experiment_name"]))
+        parent_run_id = self._start_parent_run(tracker, space, policy_settings, sweep_dir, arguments)
+        log.info(
+            "MultiverseSweeper(strategy=%s, metric=%s, mode=%s, n_initial=%d, batch_size=%d, num_trials=%d, "
+            "seed=%d, deterministic=%s) over %s",
+            policy_settings.strategy, self.metric, policy_settings.mode, policy_settings.n_initial,
+            policy_settings.batch_size, policy_settings.num_trials, policy_settings.seed,
+            policy_settings.deterministic, ", ".join(f"{k}: {v}" for k, v in space.describe().items()),
+        )
+        log.info("MLflow: experiment %r at %s, sweep run %s", tracker.experiment_name, tracker.tracking_uri,
+                 parent_run_id)
+        status = "FAILED"
+        try:
+            recorder, searcher = self._run_tune(space, policy_settings, ray_cfg, tracker, parent_run_id, sweep_dir)
+            status = "FINISHED"
+        except KeyboardInterrupt:
+            status = "KILLED"
+            raise
+        finally:
+            if status != "FINISHED":
+                tracker.finish(parent_run_id, status)
+        self._finish(tracker, parent_run_id, recorder, searcher, sweep_dir, policy_settings)
+
+    # ---------------------------------------------------------------- validation
+    def _validate(self, arguments: list[str]) -> tuple[SearchSpace, PolicySettings]:
+        """Check everything that can be checked before Ray starts; raise once with every problem."""
+        problems: list[str] = []
+        space: SearchSpace | None = None
+        try:
+            space = parse_search_space(self.params, arguments)
+        except SweeperConfigError as exc:
+            problems.extend(exc.problems)
+        num_trials = int(self.settings.get("num_trials", 1))
+        if not 0.0 <= self.max_failure_rate <= 1.0:
+            problems.append(
+                f"hydra.sweeper.max_failure_rate={self.max_failure_rate!r} is invalid: it is a fraction "
+                f"between 0 and 1. Try hydra.sweeper.max_failure_rate=0.5."
+            )
+        max_failures = math.floor(min(max(self.max_failure_rate, 0.0), 1.0) * num_trials)
+        settings = PolicySettings(**self.settings, max_failures=max_failures)
+        problems.extend(settings.problems(space, prefix="hydra.sweeper."))
+        if not self.metric:
+            problems.append("hydra.sweeper.metric is empty: name the task's output to model, e.g. "
+                            "hydra.sweeper.metric=test_acc.")
+        from sweeper.tracking import tracking_uri_problem
+
+        uri = str(self._block("mlflow")["tracking_uri"])
+        uri_problem = tracking_uri_problem(uri)
+        if uri_problem:
+            problems.append(f"mlflow.tracking_uri={uri!r} is invalid: {uri_problem}.")
+        if problems:
+            raise SweeperConfigError(problems)
+        assert space is not None
+        self._check_composes(space)
+        return space, settings
+
+    def _check_composes(self, space: SearchSpace) -> None:
+        """Compose the config of the space's centre point, as every trial will."""
+        assert self.hydra_context is not None and self.config is not None
+        point = space.from_unit([0.5] * space.d)[0]
+        overrides = space.to_overrides(point)
+        try:
+            self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
+        except Exception as exc:  # noqa: BLE001 - Hydra raises several types; all mean the same
+            raise SweeperConfigError(
+                f"a trial config does not compose with the overrides {overrides}: {exc}. Check that every "
+                f"swept key exists in the task's config (prefix a new key with +, e.g. +{space.names[0]}=...)."
+            ) from exc
+
+    def _block(self, name: str) -> dict[str, Any]:
+        """The top-level ``ray`` or ``mlflow`` block, with defaults for what is absent."""
+        from hydra_plugins.multiverse_sweeper.config import MLflowConf, RayConf
+
+        assert self.config is not None
+        default = OmegaConf.structured(RayConf if name == "ray" else MLflowConf)
+        given = self.config.get(name)
+        merged = OmegaConf.merge(default, given) if given is not None else default
+        if name == "mlflow" and merged.experiment_name is None:
+            merged.experiment_name = str(self.config.hydra.job.name)
+        return OmegaConf.to_container(merged, resolve=True)  # type: ignore[return-value]
+
+    # ---------------------------------------------------------------- MLflow parent run
+    def _start_parent_run(self, tracker: Any, space: SearchSpace, settings: PolicySettings, sweep_dir: Path,
+                          arguments: list[str]) -> str:
+        assert self.config is not None
+        run_id: str = tracker.start_run(
+            f"{self.config.hydra.job.name}-{time.strftime('%Y%m%d-%H%M%S')}",
+            params={
+                **{k: v for k, v in asdict(settings).items()},
+                "metric": self.metric,
+                "max_failure_rate": self.max_failure_rate,
+                **{f"space.{k}": v for k, v in space.describe().items()},
+                "fixed_overrides": " ".join(space.fixed_overrides),
+            },
+            tags={
+                "role": "sweep",
+                "strategy": settings.strategy,
+                "sweep_dir": str(sweep_dir),
+                "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+                "overrides": " ".join(arguments),
+                **{f"driver.{k}": v for k, v in capture_conditions(self._code_dir()).items()},
+            },
+        )
+        tracker.log_text(run_id, OmegaConf.to_yaml(self.config), "multirun.yaml")
+        tracker.log_text(run_id, json.dumps(space.to_dict(), indent=2), "search_space.json")
+        return run_id
+
+    def _code_dir(self) -> str | None:
+        try:
+            source = inspect.getsourcefile(self.task_function)  # type: ignore[arg-type]
+        except TypeError:
+            return None
+        return str(Path(source).parent) if source else None
+
+    # ---------------------------------------------------------------- Ray Tune
+    def _run_tune(self, space: SearchSpace, settings: PolicySettings, ray_cfg: dict[str, Any], tracker: Any,
+                  parent_run_id: str, sweep_dir: Path) -> tuple[Any, Any]:
+        for key, value in _TUNE_ENV.items():
+            os.environ.setdefault(key, value)
+        import ray
+        from ray import tune
+        from ray.tune.logger import JsonLoggerCallback
+
+        from sweeper.recorder import TrialRecorder
+        from sweeper.searcher import MultiverseSearch
+        from sweeper.trial import TrialContext, make_trainable
+
+        started_ray = self._start_ray(ray_cfg)
+        try:
+            searcher = MultiverseSearch(space, metric=self.metric, **asdict(settings))
+            recorder = TrialRecorder(tracker, parent_run_id, self.metric, settings.num_trials, settings.strategy)
+            ctx = TrialContext(
+                hydra_context=self.hydra_context,  # type: ignore[arg-type]
+                master_config=self.config,  # type: ignore[arg-type]
+                task_function=self.task_function,  # type: ignore[arg-type]
+                singleton_state=Singleton.get_state(),
+                space=space,
+                metric=self.metric,
+                code_dir=self._code_dir(),
+            )
+            resources = ray_cfg["resources_per_trial"]
+            bundle = {"CPU": float(resources["cpu"]), "GPU": float(resources["gpu"]), **resources.get("custom", {})}
+            bundle = {k: v for k, v in bundle.items() if v}
+            tuner = tune.Tuner(
+                tune.with_resources(make_trainable(ctx), tune.PlacementGroupFactory([bundle])),
+                tune_config=tune.TuneConfig(
+                    search_alg=searcher,
+                    num_samples=settings.num_trials,
+                    max_concurrent_trials=ray_cfg.get("max_concurrent_trials") or _fitting_trials(ray, bundle),
+                    reuse_actors=True,
+                    trial_dirname_creator=_trial_dirname,
+                ),
+                run_config=tune.RunConfig(
+                    name="tune",
+                    storage_path=str(sweep_dir),
+                    callbacks=[recorder, JsonLoggerCallback()],
+                    verbose=0,
+                    log_to_file=False,
+                    failure_config=tune.FailureConfig(max_failures=int(ray_cfg.get("max_failures", 0))),
+                ),
+            )
+            tuner.fit()
+            (sweep_dir / SEARCHER_STATE_FILE).write_text(json.dumps(searcher.get_state()), encoding="utf-8")
+            return recorder, searcher
+        finally:
+            if started_ray:
+                ray.shutdown()
+
+    def _start_ray(self, ray_cfg: dict[str, Any]) -> bool:
+        """Start a local Ray (address null) or connect to a cluster; True if this call started it."""
+        import ray
+
+        if ray.is_initialized():
+            return False
+        address = ray_cfg.get("address")
+        env_vars = {"RAY_CHDIR_TO_TRIAL_DIR": "0"}
+        # Workers import the task's module by name: give them the driver's script folder and cwd.
+        paths = [p for p in (self._code_dir(), os.getcwd(), os.environ.get("PYTHONPATH")) if p]
+        env_vars["PYTHONPATH"] = os.pathsep.join(paths)
+        kwargs: dict[str, Any] = {
+            "address": address,
+            "include_dashboard": False,
+            "log_to_driver": bool(ray_cfg.get("log_to_driver")),
+            "logging_level": logging.WARNING,
+            "runtime_env": {"env_vars": env_vars},
+        }
+        if address is None:
+            kwargs.update(num_cpus=ray_cfg.get("num_cpus"), num_gpus=ray_cfg.get("num_gpus"))
+        try:
+            ray.init(**kwargs)
+        except ConnectionError as exc:
+            raise SweeperConfigError(
+                f"ray.address={address!r}: cannot connect to a Ray cluster there ({exc}). Start one with "
+                f"`ray start --head`, or use ray.address=null to run on a local Ray."
+            ) from exc
+        resources = ray.cluster_resources()
+        log.info("Ray: %s, %g CPUs, %g GPUs", "local" if address is None else address,
+                 resources.get("CPU", 0), resources.get("GPU", 0))
+        return True
+
+    # ---------------------------------------------------------------- results
+    def _finish(self, tracker: Any, parent_run_id: str, recorder: Any, searcher: Any, sweep_dir: Path,
+                settings: PolicySettings) -> None:
+        records = [recorder.records[i] for i in sorted(recorder.records)]
+        finished = [r for r in records if r.status == "FINISHED"]
+        failed = [r for r in records if r.status != "FINISHED"]
+        sign = 1.0 if settings.mode == "max" else -1.0
+        best = max(finished, key=lambda r: sign * r.value) if finished else None
+        results = {
+            "name": "multiverse",
+            "metric": self.metric,
+            "mode": settings.mode,
+            "best_trial": best.index if best else None,
+            "best_params": best.params if best else None,
+            "best_value": best.value if best else None,
+            "num_trials": len(records),
+            "num_finished": len(finished),
+            "num_failed": len(failed),
+            "failures": {r.index: r.error for r in failed},
+            "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment": tracker.experiment_name,
+                       "parent_run_id": parent_run_id},
+        }
+        text = OmegaConf.to_yaml(OmegaConf.create(results))
+        (sweep_dir / RESULTS_FILE).write_text(text, encoding="utf-8")
+        tracker.log_text(parent_run_id, text, RESULTS_FILE)
+        tracker.log_text(parent_run_id, _trials_csv(records, self.metric), "trials.csv")
+        too_many = searcher.policy.failure_budget_exceeded
+        tracker.log(parent_run_id, metrics={
+            f"best_{self.metric}": best.value if best else math.nan,
+            "num_finished": len(finished), "num_failed": len(failed),
+        }, tags={"status": "FAILED" if too_many else "FINISHED"})
+        tracker.finish(parent_run_id, "FAILED" if too_many else "FINISHED")
+
+        from sweeper.recorder import format_params
+
+        if best is not None:
+            log.info("Best: trial #%d %s  %s=%.6g", best.index, format_params(best.params), self.metric, best.value)
+        log.info("Finished %d trials (%d failed). Results: %s", len(records), len(failed), sweep_dir / RESULTS_FILE)
+        log.info("Browse them: %s", tracker.ui_command())
+        if too_many:
+            lines = "\n".join(f"  #{r.index} {format_params(r.params)}: {r.error}" for r in failed)
+            raise TrialFailuresExceeded(
+                f"{len(failed)} of {len(records)} trials failed, more than hydra.sweeper.max_failure_rate="
+                f"{self.max_failure_rate} of num_trials={settings.num_trials} allows; the sweep stopped early. "
+                f"Failures:\n{lines}\nEach failed run's traceback is in MLflow (artifact traceback.txt)."
+            )
+
+
+def _fitting_trials(ray: Any, bundle: dict[str, float]) -> int:
+    """How many trials of ``bundle`` the cluster holds at once (at least 1)."""
+    available = ray.cluster_resources()
+    fits = [math.floor(available.get(k, 0) / v + 1e-9) for k, v in bundle.items() if v > 0]
+    return max(1, min(fits)) if fits else 1
+
+
+def _trial_dirname(trial: Any) -> str:
+    from sweeper.searcher import TRIAL_KEY
+
+    return f"trial_{int(trial.config[TRIAL_KEY]['index']):04d}_{trial.trial_id}"
+
+
+def _trials_csv(records: list[Any], metric: str) -> str:
+    import csv
+    import io
+
+    names = sorted({k for r in records for k in r.params})
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["index", "phase", "batch", *names, metric, "status", "duration_s", "error"])
+    for r in records:
+        writer.writerow([r.index, r.phase, r.batch, *[r.params.get(n) for n in names], r.value, r.status,
+                         r.duration_s, r.error or ""])
+    return out.getvalue()

@@ -1,0 +1,372 @@
+"""Which point to evaluate next: the search strategy, free of Ray and Hydra.
+
+:class:`MultiversePolicy` hands out trials with :meth:`~MultiversePolicy.ask` and takes
+their results with :meth:`~MultiversePolicy.tell`. Strategies:
+
+- ``random``: i.i.d. uniform points in the unit cube, the only design under which the
+  expected-maximum estimator of Dodge et al. (2019) is unbiased;
+- ``sobol``: a scrambled Sobol sequence, seeded;
+- ``ivr``: ``n_initial`` Sobol points, then Gaussian-process integrated variance reduction
+  (Bell et al. 2022, eq. 6-7), the design that maps the whole space;
+- ``ucb``: ``n_initial`` Sobol points, then GP-UCB (GP-BUCB for batches), the optimising
+  contrast the multiverse paper compares against.
+
+Points still running are conditioned on when choosing new ones. The GP posterior variance
+depends on inputs only, so conditioning on a pending point is exact for IVR, not a
+heuristic; failed points are conditioned on the same way (so a crashing region is not
+re-sampled) but never enter the fit of the mean.
+
+With ``deterministic=True`` the GP phase commits to whole batches of ``batch_size`` points,
+each computed only from the results of all earlier batches, so one seed yields the same
+points whatever order trials finish in and however many run at once. Every random choice
+(Sobol scramble, candidates, integration points, optimiser restarts) is drawn from a stream
+derived from ``seed``, never from a global RNG.
+
+References:
+    Bell, S. J., Kampman, O. P., Dodge, J., Lawrence, N. D. (2022). Modeling the Machine
+    Learning Multiverse. NeurIPS 2022.
+    Desautels, T., Krause, A., Burdick, J. (2014). Parallelizing exploration-exploitation
+    tradeoffs in Gaussian process bandit optimization. JMLR 15.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sweeper.acquisition import select_ivr_batch, select_ucb_batch
+from sweeper.design import random_design, sobol_design
+from sweeper.errors import SweeperConfigError
+from sweeper.gp import GPFit, fit_gp
+from sweeper.space import SearchSpace
+
+log = logging.getLogger(__name__)
+
+STRATEGIES = ("random", "sobol", "ivr", "ucb")
+GP_STRATEGIES = ("ivr", "ucb")
+STATE_VERSION = 1
+
+# Stream tags: independent random streams derived from the one seed.
+_STREAM_RANDOM, _STREAM_CANDIDATES, _STREAM_INTEGRATION, _STREAM_GP = 1, 2, 3, 4
+
+
+@dataclass(frozen=True)
+class PolicySettings:
+    """Everything that defines a search besides its space. Field names are the option names."""
+
+    strategy: str = "ivr"
+    mode: str = "max"
+    num_trials: int = 32
+    n_initial: int = 8
+    batch_size: int = 8
+    seed: int = 0
+    deterministic: bool = False
+    max_failures: int | None = None  # stop suggesting once more than this many failed
+    ucb_beta: float = 2.0
+    n_candidates: int = 2048
+    n_integration: int = 1024
+    gp_restarts: int = 3
+
+    def problems(self, space: SearchSpace | None, prefix: str = "") -> list[str]:
+        """List every invalid setting, each naming ``prefix + key``, the value and a fix.
+
+        ``space`` None (it failed to parse) skips the checks that need it.
+        """
+        p: list[str] = []
+
+        def bad(key: str, rule: str, fix: Any) -> None:
+            p.append(f"{prefix}{key}={getattr(self, key)!r} is invalid: {rule}. Try {prefix}{key}={fix}.")
+
+        if self.strategy not in STRATEGIES:
+            bad("strategy", f"must be one of {', '.join(STRATEGIES)}", "ivr")
+        if self.mode not in ("max", "min"):
+            bad("mode", "must be max or min", "max")
+        if self.num_trials < 1:
+            bad("num_trials", "a sweep needs at least 1 trial", 32)
+        if self.batch_size < 1:
+            bad("batch_size", "a batch holds at least 1 point", 8)
+        if self.strategy in GP_STRATEGIES:
+            if self.n_initial < 1:
+                bad("n_initial", "the Sobol phase needs at least 1 point (a power of 2 is best)", 8)
+            elif self.n_initial > self.num_trials:
+                bad("n_initial", f"the Sobol phase cannot be longer than num_trials={self.num_trials}",
+                    min(8, self.num_trials))
+            categorical = [d.name for d in space.dims if d.is_categorical] if space else []
+            if categorical:
+                p.append(
+                    f"{prefix}strategy={self.strategy!r} cannot model the categorical dimension(s) "
+                    f"{', '.join(categorical)} yet (coregionalized GPs are not built yet). "
+                    f"Try {prefix}strategy=sobol or {prefix}strategy=random for spaces with choice(...)."
+                )
+        if space is not None and space.d == 0:
+            p.append(
+                "the search space has no dimension to search: give one in hydra.sweeper.params "
+                "or on the command line, e.g. C='tag(log, interval(1e-3, 1e3))'."
+            )
+        if self.ucb_beta < 0:
+            bad("ucb_beta", "the exploration weight must be >= 0", 2.0)
+        if self.n_candidates < 1:
+            bad("n_candidates", "the acquisition needs at least 1 candidate", 2048)
+        if self.n_integration < 1:
+            bad("n_integration", "the IVR integral needs at least 1 point", 1024)
+        if self.gp_restarts < 1:
+            bad("gp_restarts", "the GP needs at least 1 optimiser start", 3)
+        return p
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """One trial handed out: where, why, and what the GP expected there.
+
+    Attributes:
+        index: position in the sweep, 0-based; also the Hydra job number.
+        x: the point in the unit cube, shape (d,), snapped to legal values of discrete dims.
+        params: the point in original units, dimension name -> value.
+        phase: ``random``, ``sobol``, ``ivr`` or ``ucb``.
+        batch: which block of ``batch_size`` points the trial belongs to (the Sobol design
+            of a GP strategy is batch 0).
+        acquisition: the acquisition value when the point was chosen (GP phases only).
+        predicted_mean: the GP posterior mean of the metric there, original units.
+        predicted_sd: the GP posterior standard deviation there, original units.
+    """
+
+    index: int
+    x: tuple[float, ...]
+    params: dict[str, Any]
+    phase: str
+    batch: int
+    acquisition: float | None = None
+    predicted_mean: float | None = None
+    predicted_sd: float | None = None
+
+
+@dataclass
+class _Plan:
+    """Points chosen together, issued one per ask while the data they assume still hold."""
+
+    basis: tuple[int, ...]  # indices with results when the plan was made
+    points: list[Suggestion] = field(default_factory=list)
+
+
+class MultiversePolicy:
+    """Ask/tell search over a :class:`~sweeper.space.SearchSpace` (no Ray, no Hydra).
+
+    Example:
+        >>> from sweeper.space import SearchSpace
+        >>> space = SearchSpace.from_specs({"x": "interval(0, 1)"})
+        >>> policy = MultiversePolicy(space, PolicySettings(strategy="sobol", num_trials=4))
+        >>> s = policy.ask()
+        >>> policy.tell(s.index, 0.5)
+        >>> (s.index, s.phase)
+        (0, 'sobol')
+    """
+
+    def __init__(self, space: SearchSpace, settings: PolicySettings | None = None) -> None:
+        self.space = space
+        self.settings = settings or PolicySettings()
+        problems = self.settings.problems(space)
+        if problems:
+            raise SweeperConfigError(problems)
+        self._suggestions: list[Suggestion] = []
+        self._results: dict[int, float] = {}  # index -> value; NaN marks a failed trial
+        self._plan: _Plan | None = None
+        self._sobol: NDArray[np.float64] | None = None
+
+    # ------------------------------------------------------------------ public API
+    @property
+    def suggestions(self) -> list[Suggestion]:
+        """Every trial handed out so far, in index order."""
+        return list(self._suggestions)
+
+    @property
+    def results(self) -> dict[int, float]:
+        """Index -> reported value (NaN for a failed trial)."""
+        return dict(self._results)
+
+    @property
+    def n_failed(self) -> int:
+        return sum(1 for v in self._results.values() if math.isnan(v))
+
+    @property
+    def pending(self) -> list[int]:
+        """Indices handed out whose results have not arrived."""
+        return [s.index for s in self._suggestions if s.index not in self._results]
+
+    @property
+    def failure_budget_exceeded(self) -> bool:
+        limit = self.settings.max_failures
+        return limit is not None and self.n_failed > limit
+
+    @property
+    def is_finished(self) -> bool:
+        """No more points will be handed out: all trials asked, or too many failed."""
+        return len(self._suggestions) >= self.settings.num_trials or self.failure_budget_exceeded
+
+    def ask(self) -> Suggestion | None:
+        """Hand out the next trial, or None when there is none to give now.
+
+        None means either the sweep is finished (see :attr:`is_finished`) or, in
+        deterministic mode, that the next batch waits for results of the current one.
+        """
+        if self.is_finished:
+            return None
+        index = len(self._suggestions)
+        s = self.settings
+        if s.strategy == "random":
+            suggestion = self._design_point(index, "random")
+        elif s.strategy == "sobol" or index < s.n_initial:
+            suggestion = self._design_point(index, "sobol")
+        else:
+            suggestion = self._gp_point(index)
+        if suggestion is not None:
+            self._suggestions.append(suggestion)
+            log.debug("suggest #%d (%s, batch %d): %s", index, suggestion.phase, suggestion.batch,
+                      suggestion.params)
+        return suggestion
+
+    def tell(self, index: int, value: float | None) -> None:
+        """Record the result of trial ``index``; None, NaN or inf marks it failed."""
+        if not 0 <= index < len(self._suggestions):
+            raise KeyError(f"trial #{index} was never suggested (suggested so far: {len(self._suggestions)})")
+        v = float("nan") if value is None or not math.isfinite(value) else float(value)
+        self._results[index] = v
+
+    def state_dict(self) -> dict[str, Any]:
+        """JSON-able state; :meth:`load_state_dict` continues with the same suggestions."""
+        return {
+            "version": STATE_VERSION,
+            "space": self.space.to_dict(),
+            "settings": asdict(self.settings),
+            "suggestions": [asdict(x) for x in self._suggestions],
+            "results": {str(k): v for k, v in self._results.items()},
+            "plan": None if self._plan is None else {
+                "basis": list(self._plan.basis),
+                "points": [asdict(x) for x in self._plan.points],
+            },
+        }
+
+    def load_state_dict(self, state: Mapping[str, Any]) -> None:
+        """Restore a state saved by :meth:`state_dict`, refusing a different space or strategy."""
+        if state.get("version") != STATE_VERSION:
+            raise ValueError(f"searcher state version {state.get('version')!r} is not {STATE_VERSION}")
+        saved_space = SearchSpace.from_dict(state["space"])
+        if saved_space != self.space:
+            raise SweeperConfigError(
+                f"the saved sweep searched {saved_space.describe()} but this one searches "
+                f"{self.space.describe()}: a sweep cannot continue with a different search space."
+            )
+        saved = PolicySettings(**state["settings"])
+        if saved.strategy != self.settings.strategy or saved.seed != self.settings.seed:
+            raise SweeperConfigError(
+                f"the saved sweep used strategy={saved.strategy!r} seed={saved.seed} but this one "
+                f"uses strategy={self.settings.strategy!r} seed={self.settings.seed}: keep them equal to continue it."
+            )
+        self._suggestions = [_suggestion_from_dict(d) for d in state["suggestions"]]
+        self._results = {int(k): float(v) for k, v in state["results"].items()}
+        plan = state.get("plan")
+        self._plan = None if plan is None else _Plan(
+            basis=tuple(plan["basis"]), points=[_suggestion_from_dict(d) for d in plan["points"]]
+        )
+
+    # ------------------------------------------------------------------ internals
+    def _batch_of(self, index: int) -> int:
+        s = self.settings
+        if s.strategy in GP_STRATEGIES:
+            return 0 if index < s.n_initial else 1 + (index - s.n_initial) // s.batch_size
+        return index // s.batch_size
+
+    def _design_point(self, index: int, phase: str) -> Suggestion:
+        s = self.settings
+        if phase == "random":
+            u = random_design(1, self.space.d, [s.seed, _STREAM_RANDOM, index])[0]
+        else:
+            if self._sobol is None:
+                self._sobol = sobol_design(s.num_trials, self.space.d, s.seed)
+            u = self._sobol[index]
+        return self._make(index, u, phase, self._batch_of(index))
+
+    def _make(
+        self,
+        index: int,
+        u: NDArray[np.float64],
+        phase: str,
+        batch: int,
+        acquisition: float | None = None,
+        gp: GPFit | None = None,
+    ) -> Suggestion:
+        params = self.space.from_unit(u)[0]
+        x = self.space.to_unit([params])[0]  # snapped to legal values of discrete dims
+        mean = sd = None
+        if gp is not None:
+            m, v = gp.predict(x[None, :])
+            mean, sd = float(m[0]), float(v[0])
+        return Suggestion(index, tuple(float(t) for t in x), params, phase, batch, acquisition, mean, sd)
+
+    def _gp_point(self, index: int) -> Suggestion | None:
+        s = self.settings
+        done = tuple(sorted(self._results))
+        if self._plan is not None and self._plan.points and (
+            s.deterministic or self._plan.basis == done
+        ):
+            nxt = self._plan.points[0]
+            if nxt.index == index:
+                return self._plan.points.pop(0)
+        batch = self._batch_of(index)
+        if s.deterministic:
+            start = s.n_initial + (batch - 1) * s.batch_size
+            if any(i not in self._results for i in range(start)):
+                return None  # this batch waits for every earlier result
+            basis: tuple[int, ...] = tuple(range(start))
+            size = min(s.batch_size, s.num_trials - start)
+            stream = [s.seed, batch]
+        else:
+            basis = done
+            size = min(s.batch_size, s.num_trials - index)
+            stream = [s.seed, index]
+        points = self._plan_batch(index, basis, size, batch, stream)
+        if not points:
+            return self._design_point(index, "sobol")  # no usable GP: keep filling the space
+        self._plan = _Plan(basis=done, points=points[1:])
+        return points[0]
+
+    def _plan_batch(
+        self, first: int, basis: tuple[int, ...], size: int, batch: int, stream: list[int]
+    ) -> list[Suggestion]:
+        """Choose ``size`` points greedily, conditioning on everything asked so far."""
+        s = self.settings
+        X_all = np.array([sg.x for sg in self._suggestions], dtype=np.float64).reshape(-1, self.space.d)
+        ok = [i for i in basis if not math.isnan(self._results[i])]
+        if not ok:
+            log.warning("no successful trial yet to fit the GP: trial #%d continues the Sobol design", first)
+            return []
+        y = np.array([self._results[i] for i in ok])
+        try:
+            gp = fit_gp(X_all[ok], y, seed=[*stream, _STREAM_GP], n_restarts=s.gp_restarts)
+        except (RuntimeError, np.linalg.LinAlgError) as exc:
+            log.warning("the GP fit failed (%s): trial #%d continues the Sobol design", exc, first)
+            return []
+        # Condition the variance on every point already asked: finished, failed and pending.
+        # (In deterministic mode only the basis has been asked when a batch is planned.)
+        X_cond = X_all
+        cand = self.space.to_unit(
+            self.space.from_unit(sobol_design(s.n_candidates, self.space.d, [*stream, _STREAM_CANDIDATES]))
+        )
+        if s.strategy == "ivr":
+            X_mc = sobol_design(s.n_integration, self.space.d, [*stream, _STREAM_INTEGRATION])
+            pick = select_ivr_batch(gp, X_cond, cand, X_mc, size)
+        else:
+            pick = select_ucb_batch(gp, X_cond, cand, size, s.ucb_beta, maximize=s.mode == "max")
+        return [
+            self._make(first + k, cand[i], s.strategy, batch, float(v), gp)
+            for k, (i, v) in enumerate(zip(pick.indices, pick.values))
+        ]
+
+
+def _suggestion_from_dict(d: Mapping[str, Any]) -> Suggestion:
+    return Suggestion(**{**d, "x": tuple(d["x"])})

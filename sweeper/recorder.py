@@ -1,0 +1,162 @@
+"""Tune callback in the driver: every trial into MLflow, one console line per finished trial.
+
+Runs in the driver process only, so MLflow needs to be reachable from the driver and
+nowhere else. A trial's child run is created when it starts (RUNNING), per-step metrics
+stream in while it runs, and it is closed FINISHED or FAILED with everything the worker
+reported: metrics, the composed config, the conditions of measurement of the worker, the
+error and its traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from ray.tune import Callback
+
+from sweeper.searcher import TRIAL_KEY
+from sweeper.trial import (
+    CONDITIONS_KEY,
+    CONFIG_KEY,
+    DURATION_KEY,
+    ERROR_KEY,
+    METRICS_KEY,
+    STATUS_KEY,
+    STEP_KEY,
+    STEP_METRICS_KEY,
+    TRACEBACK_KEY,
+)
+
+if TYPE_CHECKING:
+    from ray.tune.experiment import Trial
+
+    from sweeper.tracking import MLflowTracker
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TrialRecord:
+    """What the sweep knows about one trial once it ended."""
+
+    index: int
+    phase: str
+    batch: int
+    params: dict[str, Any]
+    run_id: str
+    status: str = "RUNNING"
+    value: float = math.nan
+    metrics: dict[str, float] = field(default_factory=dict)
+    duration_s: float = math.nan
+    error: str | None = None
+
+
+def format_params(params: dict[str, Any]) -> str:
+    """``C=12.35 gamma=0.004121`` (4 significant digits for floats)."""
+    return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
+
+
+class TrialRecorder(Callback):
+    """Records each trial of one sweep as a nested MLflow run and logs its outcome.
+
+    Args:
+        tracker: the MLflow writer.
+        parent_run_id: the sweep's parent run.
+        metric: the modelled metric's name (for the console line).
+        num_trials: the planned number of trials (for the console line).
+        strategy: recorded on each trial.
+    """
+
+    def __init__(self, tracker: MLflowTracker, parent_run_id: str, metric: str, num_trials: int,
+                 strategy: str) -> None:
+        self.tracker = tracker
+        self.parent_run_id = parent_run_id
+        self.metric = metric
+        self.num_trials = num_trials
+        self.strategy = strategy
+        self.records: dict[int, TrialRecord] = {}
+        self._by_trial: dict[str, TrialRecord] = {}
+
+    # ---------------------------------------------------------------- Tune events
+    def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        meta = trial.config[TRIAL_KEY]
+        params = {k: v for k, v in trial.config.items() if k != TRIAL_KEY}
+        index = int(meta["index"])
+        run_id = self.tracker.start_run(
+            f"trial-{index:04d}",
+            parent_run_id=self.parent_run_id,
+            params=params,
+            tags={
+                "trial_index": index,
+                "phase": meta["phase"],
+                "batch": meta["batch"],
+                "strategy": self.strategy,
+                "acquisition": meta.get("acquisition"),
+                "predicted_mean": meta.get("predicted_mean"),
+                "predicted_sd": meta.get("predicted_sd"),
+                "tune_trial_id": trial.trial_id,
+                "status": "RUNNING",
+            },
+        )
+        record = TrialRecord(index, meta["phase"], int(meta["batch"]), params, run_id)
+        self._by_trial[trial.trial_id] = record
+
+    def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict[str, Any],
+                        **info: Any) -> None:
+        record = self._by_trial.get(trial.trial_id)
+        if record is not None and STEP_KEY in result:
+            self.tracker.log(record.run_id, metrics=result.get(STEP_METRICS_KEY, {}), step=int(result[STEP_KEY]))
+
+    def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        record = self._by_trial.pop(trial.trial_id, None)
+        if record is not None:
+            self._close(record, trial.last_result or {})
+
+    def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        record = self._by_trial.pop(trial.trial_id, None)
+        if record is not None:
+            self._close(record, {STATUS_KEY: "FAILED", ERROR_KEY: _tune_error(trial), TRACEBACK_KEY: _tune_error(trial)})
+
+    def on_trial_recover(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        """The worker failed and Tune retries: close this attempt's run; the retry gets a new one."""
+        record = self._by_trial.pop(trial.trial_id, None)
+        if record is not None:
+            error = _tune_error(trial)
+            self.tracker.log(record.run_id, tags={"status": "FAILED", "error": f"retried: {error}"})
+            self.tracker.finish(record.run_id, "FAILED")
+            log.warning("trial #%d failed in its worker and is retried: %s", record.index, error)
+
+    # ---------------------------------------------------------------- internals
+    def _close(self, record: TrialRecord, result: dict[str, Any]) -> None:
+        record.status = result.get(STATUS_KEY, "FAILED")
+        record.metrics = dict(result.get(METRICS_KEY, {}))
+        record.value = record.metrics.get(self.metric, math.nan)
+        record.duration_s = float(result.get(DURATION_KEY, math.nan))
+        record.error = result.get(ERROR_KEY)
+        if record.status == "FAILED" and record.error is None:
+            record.error = f"the trial reported no {STATUS_KEY}; it did not run through the sweeper's trainable"
+        config_params = {k: v for k, v in result.get(CONFIG_KEY, {}).items() if k not in record.params}
+        tags = {f"{k}": v for k, v in result.get(CONDITIONS_KEY, {}).items()}
+        tags.update({"status": record.status, "duration_s": record.duration_s, "error": record.error})
+        self.tracker.log(
+            record.run_id,
+            params=config_params,
+            metrics={**record.metrics, "sweeper.duration_s": record.duration_s},
+            tags=tags,
+        )
+        if result.get(TRACEBACK_KEY):
+            self.tracker.log_text(record.run_id, result[TRACEBACK_KEY], "traceback.txt")
+        self.tracker.finish(record.run_id, "FINISHED" if record.status == "FINISHED" else "FAILED")
+        self.records[record.index] = record
+        outcome = (f"{self.metric}={record.value:.6g}" if record.status == "FINISHED"
+                   else f"FAILED: {record.error}")
+        log.info("[%d/%d] #%d %s batch %d  %s  %s  (%.2f s)", len(self.records), self.num_trials,
+                 record.index, record.phase, record.batch, format_params(record.params), outcome,
+                 record.duration_s)
+
+
+def _tune_error(trial: Trial) -> str:
+    error = trial.get_error()
+    return f"{type(error).__name__}: {error}" if error is not None else "the trial's worker failed"

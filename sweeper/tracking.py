@@ -1,0 +1,154 @@
+"""MLflow records of a sweep: the only module that imports mlflow.
+
+One MLflow experiment per sweep name; one parent run per sweep; one nested child run per
+trial, failed trials included. All writes go through :class:`MLflowTracker` in the driver
+process, so only the driver needs to reach the tracking store (a SQLite file or a tracking
+server), and a SQLite file never sees two writers.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import re
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+from mlflow.entities import Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
+from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+
+log = logging.getLogger(__name__)
+
+TAG_PREFIX = "sweeper."
+_MAX_PARAM_LEN = 6000
+_MAX_TAG_LEN = 8000
+# MLflow accepts at most this many of each per log_batch call.
+_MAX_PARAMS, _MAX_TAGS, _MAX_METRICS = 100, 100, 1000
+_BAD_KEY_CHARS = re.compile(r"[^A-Za-z0-9_\-. /]")
+
+
+def absolute_tracking_uri(uri: str) -> str:
+    """Make a relative ``sqlite:///file.db`` absolute, so the records can be found from anywhere."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        path = uri[len("sqlite:///"):]
+        if path and path != ":memory:":
+            return "sqlite:///" + str(Path(path).resolve())
+    return uri
+
+
+def tracking_uri_problem(uri: str) -> str | None:
+    """Say what is wrong with a tracking URI, or None if it looks usable."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("http", "https"):
+        return None if parsed.netloc else "an http(s) tracking URI needs a host, e.g. http://127.0.0.1:5000"
+    if parsed.scheme in ("sqlite", "postgresql", "mysql", "mssql", "file", "databricks") or "+" in parsed.scheme:
+        return None
+    if parsed.scheme == "" and uri:
+        return None  # a local path: MLflow's file store (needs MLFLOW_ALLOW_FILE_STORE=true on MLflow >= 3.13)
+    return f"unknown scheme {parsed.scheme!r}: use sqlite:///mlruns.db or http://host:5000"
+
+
+def clean_key(key: str) -> str:
+    """MLflow keys allow letters, digits, ``_-. /``; anything else becomes ``_``."""
+    return _BAD_KEY_CHARS.sub("_", key)
+
+
+def _text(value: Any, limit: int) -> str:
+    s = value if isinstance(value, str) else repr(value) if isinstance(value, float) else str(value)
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+class MLflowTracker:
+    """Writes one sweep's parent run and its trial runs.
+
+    Args:
+        tracking_uri: any MLflow tracking URI; relative SQLite paths are made absolute.
+        experiment_name: the experiment holding the sweep (created if absent).
+    """
+
+    def __init__(self, tracking_uri: str, experiment_name: str) -> None:
+        self.tracking_uri = absolute_tracking_uri(tracking_uri)
+        self.client = MlflowClient(self.tracking_uri)
+        exp = self.client.get_experiment_by_name(experiment_name)
+        self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(experiment_name)
+        self.experiment_name = experiment_name
+
+    # -------------------------------------------------------------- runs
+    def start_run(
+        self,
+        run_name: str,
+        *,
+        parent_run_id: str | None = None,
+        params: Mapping[str, Any] | None = None,
+        tags: Mapping[str, Any] | None = None,
+    ) -> str:
+        """Create a RUNNING run (nested under ``parent_run_id`` if given) and return its id."""
+        all_tags = {MLFLOW_RUN_NAME: run_name}
+        if parent_run_id:
+            all_tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
+        run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
+        self.log(run.info.run_id, params=params, tags=tags)
+        return run.info.run_id
+
+    def log(
+        self,
+        run_id: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        metrics: Mapping[str, Any] | None = None,
+        tags: Mapping[str, Any] | None = None,
+        step: int = 0,
+    ) -> None:
+        """Log params, numeric metrics and tags (prefixed ``sweeper.``) in batches.
+
+        Non-numeric and non-finite metric values are skipped for the metric table: MLflow
+        stores NaN, but a NaN score is a failure and is recorded as such in the tags.
+        """
+        now = int(time.time() * 1000)
+        p = [Param(clean_key(k), _text(v, _MAX_PARAM_LEN)) for k, v in (params or {}).items()]
+        t = [RunTag(clean_key(TAG_PREFIX + k), _text(v, _MAX_TAG_LEN)) for k, v in (tags or {}).items()
+             if v is not None]
+        m = [Metric(clean_key(k), float(v), now, step) for k, v in (metrics or {}).items() if _is_number(v)]
+        chunks = max(-(-len(p) // _MAX_PARAMS), -(-len(t) // _MAX_TAGS), -(-len(m) // _MAX_METRICS))
+        for i in range(chunks):
+            self.client.log_batch(
+                run_id,
+                metrics=m[i * _MAX_METRICS: (i + 1) * _MAX_METRICS],
+                params=p[i * _MAX_PARAMS: (i + 1) * _MAX_PARAMS],
+                tags=t[i * _MAX_TAGS: (i + 1) * _MAX_TAGS],
+            )
+
+    def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
+        self.client.log_text(run_id, text, artifact_file)
+
+    def finish(self, run_id: str, status: str = "FINISHED") -> None:
+        """End a run: FINISHED, FAILED or KILLED."""
+        self.client.set_terminated(run_id, status=status)
+
+    # -------------------------------------------------------------- reading back
+    def child_runs(self, parent_run_id: str) -> list[Any]:
+        """Every trial run of a sweep, all pages."""
+        runs: list[Any] = []
+        token = None
+        while True:
+            page = self.client.search_runs(
+                [self.experiment_id], filter_string=f"tags.{MLFLOW_PARENT_RUN_ID} = '{parent_run_id}'",
+                max_results=1000, page_token=token,
+            )
+            runs.extend(page)
+            token = page.token
+            if not token:
+                return runs
+
+    def ui_command(self) -> str:
+        """The shell command that browses these records."""
+        return f"mlflow ui --backend-store-uri {self.tracking_uri}" if not self.tracking_uri.startswith(
+            "http") else f"open {self.tracking_uri}/#/experiments/{self.experiment_id}"
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)

@@ -1,0 +1,178 @@
+"""One trial, in the Ray worker that runs it: compose, run the Hydra job, report.
+
+The driver ships a :class:`TrialContext` once (inside the trainable); each trial then
+composes its Hydra config from the suggestion's overrides, runs the task through Hydra's
+own ``run_job`` (so the task sees the usual job output directory, ``HydraConfig`` and
+logging), captures the conditions of measurement of *this* process, and returns one
+result dict. Exceptions and unusable metrics never escape: they become a FAILED result
+with the reason, so the driver records them and the sweep goes on. Infrastructure faults
+(a dead worker) still surface as Tune errors, which Tune may retry.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from hydra.core.hydra_config import HydraConfig
+from hydra.core.singleton import Singleton
+from hydra.core.utils import JobReturn, run_job, setup_globals
+from hydra.types import HydraContext, TaskFunction
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from sweeper.conditions import capture_conditions
+from sweeper.metrics import reporting_to
+from sweeper.searcher import TRIAL_KEY
+from sweeper.space import SearchSpace
+
+# Keys of the result dict a trial returns to the driver.
+STATUS_KEY = "sweeper_status"  # FINISHED | FAILED
+ERROR_KEY = "sweeper_error"  # one line: what went wrong
+TRACEBACK_KEY = "sweeper_traceback"
+METRICS_KEY = "sweeper_metrics"  # every number the task returned
+CONDITIONS_KEY = "sweeper_conditions"
+CONFIG_KEY = "sweeper_config"  # the composed task config, flattened (dotted keys)
+DURATION_KEY = "sweeper_duration_s"
+STEP_KEY = "sweeper_step"  # present only in per-step results from log_metrics
+STEP_METRICS_KEY = "sweeper_step_metrics"
+
+#: Top-level config blocks that describe the sweep, not the object measured.
+RUN_SETTING_KEYS = ("ray", "mlflow")
+
+
+class TrialError(Exception):
+    """The task ran but its output cannot be used; the message says why and what to do."""
+
+
+@dataclass
+class TrialContext:
+    """Everything a worker needs to run any trial of the sweep."""
+
+    hydra_context: HydraContext
+    master_config: DictConfig
+    task_function: TaskFunction
+    singleton_state: dict[Any, Any]
+    space: SearchSpace
+    metric: str
+    code_dir: str | None = None
+
+
+def make_trainable(ctx: TrialContext) -> Callable[[dict[str, Any]], dict[str, Any]]:
+    """A Tune function trainable running trials of ``ctx``."""
+
+    def multiverse_trial(config: dict[str, Any]) -> dict[str, Any]:
+        return run_trial(ctx, config)
+
+    return multiverse_trial
+
+
+def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
+    """Run one trial and return its result dict (never raises for task faults)."""
+    index = int(config[TRIAL_KEY]["index"])
+    params = {k: v for k, v in config.items() if k != TRIAL_KEY}
+    started = time.perf_counter()
+    result: dict[str, Any] = {ctx.metric: math.nan, STATUS_KEY: "FAILED", METRICS_KEY: {}, CONFIG_KEY: {}}
+    try:
+        with reporting_to(_report_step):
+            job = _run_job(ctx, ctx.space.to_overrides(params), index)
+            result[CONFIG_KEY] = _flat_task_config(job)
+            metrics = metrics_from_return(job.return_value, ctx.metric)
+        result.update({ctx.metric: metrics[ctx.metric], STATUS_KEY: "FINISHED", METRICS_KEY: metrics})
+    except Exception as exc:  # noqa: BLE001 - any task fault becomes a FAILED trial
+        result[ERROR_KEY] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, TrialError) else str(exc)
+        result[TRACEBACK_KEY] = "".join(traceback.format_exception(exc))
+    result[DURATION_KEY] = time.perf_counter() - started
+    result[CONDITIONS_KEY] = {**capture_conditions(ctx.code_dir), **_ray_placement()}
+    return result
+
+
+def metrics_from_return(value: Any, metric: str) -> dict[str, float]:
+    """Turn a task's return value (a number or a dict of numbers) into metrics.
+
+    Raises:
+        TrialError: no usable value for ``metric`` (missing, not a number, NaN or inf).
+    """
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        metrics = {metric: float(value)}
+    elif isinstance(value, Mapping):
+        metrics = {str(k): float(v) for k, v in value.items()
+                   if isinstance(v, numbers.Real) and not isinstance(v, bool)}
+        if metric not in value:
+            raise TrialError(
+                f"the task returned {sorted(map(str, value))} but not the metric {metric!r}: "
+                f"return it, or set hydra.sweeper.metric to one of the returned keys."
+            )
+        if metric not in metrics:
+            raise TrialError(f"the task returned {metric}={value[metric]!r}, which is not a number")
+    else:
+        raise TrialError(
+            f"the task returned {type(value).__name__} {value!r:.80}; return a number or a dict "
+            f"of numbers that includes {metric!r}."
+        )
+    if not math.isfinite(metrics[metric]):
+        raise TrialError(f"the task returned {metric}={metrics[metric]} (not finite)")
+    return metrics
+
+
+def _run_job(ctx: TrialContext, overrides: list[str], index: int) -> JobReturn:
+    setup_globals()
+    Singleton.set_state(ctx.singleton_state)
+    loader = ctx.hydra_context.config_loader
+    sweep_config = loader.load_sweep_config(ctx.master_config, overrides)
+    with open_dict(sweep_config):
+        sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{index}"
+        sweep_config.hydra.job.num = index
+    HydraConfig.instance().set_config(sweep_config)
+    return run_job(
+        hydra_context=ctx.hydra_context,
+        task_function=ctx.task_function,
+        config=sweep_config,
+        job_dir_key="hydra.sweep.dir",
+        job_subdir_key="hydra.sweep.subdir",
+    )
+
+
+def _flat_task_config(job: JobReturn) -> dict[str, Any]:
+    """The task's config as dotted leaves, without Hydra's and the run settings' blocks."""
+    if job.cfg is None:
+        return {}
+    try:
+        tree = OmegaConf.to_container(job.cfg, resolve=True)
+    except Exception:  # noqa: BLE001 - an unresolvable interpolation: log what we can
+        tree = OmegaConf.to_container(job.cfg, resolve=False)
+    flat: dict[str, Any] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, dict) and node:
+            for k, v in node.items():
+                walk(v, f"{prefix}{k}.")
+        else:
+            flat[prefix[:-1]] = node
+
+    assert isinstance(tree, dict)
+    for key, node in tree.items():
+        if key not in RUN_SETTING_KEYS:
+            walk(node, f"{key}.")
+    return flat
+
+
+def _report_step(metrics: dict[str, float], step: int) -> None:
+    from ray import tune
+
+    tune.report({STEP_KEY: step, STEP_METRICS_KEY: metrics})
+
+
+def _ray_placement() -> dict[str, str]:
+    """The Ray node this trial ran on."""
+    try:
+        import ray
+
+        ctx = ray.get_runtime_context()
+        return {"ray.node_id": ctx.get_node_id()}
+    except Exception:  # noqa: BLE001 - outside Ray (tests, standalone)
+        return {}

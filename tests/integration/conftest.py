@@ -1,0 +1,71 @@
+"""Fixtures for integration tests: the real Hydra command line, a real local Ray, real MLflow."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import REPO
+
+TOY_APP = REPO / "tests" / "integration" / "apps" / "toy.py"
+SVM_APP = REPO / "experiments" / "svm.py"
+
+
+@dataclass
+class Sweep:
+    """A finished command-line sweep and where it left its records."""
+
+    proc: subprocess.CompletedProcess[str]
+    sweep_dir: Path
+    tracking_uri: str
+
+    @property
+    def output(self) -> str:
+        return self.proc.stdout + self.proc.stderr
+
+    def runs(self, experiment: str) -> tuple[Any, list[Any]]:
+        """The sweep's parent run and its child runs (sorted by trial index)."""
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(self.tracking_uri)
+        exp = client.get_experiment_by_name(experiment)
+        assert exp is not None, f"no experiment {experiment!r}:\n{self.output}"
+        runs = client.search_runs([exp.experiment_id], max_results=5000)
+        parents = [r for r in runs if r.data.tags.get("sweeper.role") == "sweep"]
+        assert len(parents) == 1, f"expected one sweep run, found {len(parents)}"
+        children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+        children.sort(key=lambda r: int(r.data.tags["sweeper.trial_index"]))
+        return parents[0], children
+
+
+def run_cli(app: Path, tmp_path: Path, *overrides: str, timeout: int = 300) -> Sweep:
+    """Run ``python APP --multirun hydra/sweeper=multiverse ...`` in a subprocess, as a user does."""
+    sweep_dir = tmp_path / "multirun"
+    tracking_uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    cmd = [
+        sys.executable, str(app), "--multirun", "hydra/sweeper=multiverse",
+        f"hydra.sweep.dir={sweep_dir}", f"mlflow.tracking_uri={tracking_uri}", "ray.num_cpus=2", *overrides,
+    ]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+    return Sweep(proc, sweep_dir, tracking_uri)
+
+
+@pytest.fixture(scope="session")
+def ray_local():
+    """A real local Ray for in-process tests (2 CPUs, no dashboard), shut down at the end."""
+    import ray
+
+    os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
+    os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
+    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, object_store_memory=78_643_200,
+             runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
+    yield ray
+    ray.shutdown()

@@ -1,0 +1,147 @@
+"""End to end through the real Hydra command line, a real local Ray and a real SQLite MLflow store."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+
+from tests.integration.conftest import SVM_APP, TOY_APP, run_cli
+
+pytestmark = pytest.mark.integration
+
+CONDITION_TAGS = ("sweeper.host", "sweeper.python", "sweeper.pkg.numpy", "sweeper.pkg.scikit-learn",
+                  "sweeper.cpu.model", "sweeper.cpu.count", "sweeper.ray.node_id", "sweeper.duration_s")
+
+
+def test_svm_sweep_records_every_trial_in_mlflow(tmp_path: Path) -> None:
+    sweep = run_cli(SVM_APP, tmp_path, "hydra.sweeper.num_trials=12", "hydra.sweeper.n_initial=4",
+                    "hydra.sweeper.batch_size=4")
+    assert sweep.proc.returncode == 0, sweep.output
+    parent, children = sweep.runs("svm-breast-cancer")
+
+    assert parent.info.status == "FINISHED"
+    assert parent.data.params["strategy"] == "ivr"
+    assert parent.data.params["space.C"] == "tag(log, interval(1e-3, 1e5))"
+    assert len(children) == 12
+    assert [int(r.data.tags["sweeper.trial_index"]) for r in children] == list(range(12))
+    assert [r.data.tags["sweeper.phase"] for r in children] == ["sobol"] * 4 + ["ivr"] * 8
+    assert [r.data.tags["sweeper.batch"] for r in children] == ["0"] * 4 + ["1"] * 4 + ["2"] * 4
+    for r in children:
+        assert r.info.status == "FINISHED"
+        assert 1e-3 <= float(r.data.params["C"]) <= 1e5
+        assert 1e-7 <= float(r.data.params["gamma"]) <= 10
+        assert r.data.params["data.test_size"] == "0.3"  # the composed config rides along
+        assert 0.3 < r.data.metrics["test_acc"] <= 1.0
+        assert "train_acc" in r.data.metrics
+        for tag in CONDITION_TAGS:
+            assert r.data.tags.get(tag), f"{tag} missing on trial {r.data.tags['sweeper.trial_index']}"
+        assert r.data.tags["sweeper.status"] == "FINISHED"
+    for r in children[4:]:
+        assert float(r.data.tags["sweeper.acquisition"]) > 0
+        assert float(r.data.tags["sweeper.predicted_sd"]) > 0
+        assert math.isfinite(float(r.data.tags["sweeper.predicted_mean"]))
+
+    # The IVR points are spread over the (log) space, not clustered.
+    X = np.array([[math.log10(float(r.data.params["C"])), math.log10(float(r.data.params["gamma"]))]
+                  for r in children]) / 8.0
+    assert min(np.linalg.norm(a - b) for a, b in itertools.combinations(X, 2)) > 1e-3
+
+    results = yaml.safe_load((sweep.sweep_dir / "optimization_results.yaml").read_text())
+    best = max(children, key=lambda r: r.data.metrics["test_acc"])
+    assert results["best_value"] == pytest.approx(best.data.metrics["test_acc"])
+    assert results["best_params"]["C"] == pytest.approx(float(best.data.params["C"]))
+    assert results["best_value"] > 0.93  # a well-chosen SVC clears 0.95 on this split
+    assert results["num_trials"] == 12 and results["num_failed"] == 0
+    assert "mlflow ui --backend-store-uri sqlite:///" in sweep.output
+    # Hydra's own per-job output folders exist, one per trial.
+    assert sorted(int(p.name) for p in sweep.sweep_dir.iterdir() if p.name.isdigit()) == list(range(12))
+
+
+def test_failed_trials_are_recorded_and_the_sweep_completes(tmp_path: Path) -> None:
+    sweep = run_cli(TOY_APP, tmp_path, "fail_above=0.7", "nan_above=0.8", "steps=3",
+                    "hydra.sweeper.num_trials=10", "hydra.sweeper.max_failure_rate=1.0")
+    assert sweep.proc.returncode == 0, sweep.output
+    parent, children = sweep.runs("toy")
+    assert len(children) == 10
+    raised = [r for r in children if float(r.data.params["x"]) > 0.7]
+    nan = [r for r in children if float(r.data.params["x"]) <= 0.7 and float(r.data.params["y"]) > 0.8]
+    ok = [r for r in children if r not in raised and r not in nan]
+    assert raised and ok, "the design should cover both regions"
+    for r in raised:
+        assert r.info.status == "FAILED"
+        assert r.data.tags["sweeper.error"].startswith("ValueError: x=")
+        assert "score" not in r.data.metrics
+    for r in nan:
+        assert r.info.status == "FAILED"
+        assert "score=nan (not finite)" in r.data.tags["sweeper.error"]
+    for r in ok:
+        assert r.info.status == "FINISHED"
+        assert r.data.metrics["score"] >= 0.39  # Branin's minimum is 0.398
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(sweep.tracking_uri)
+    trace = Path(client.download_artifacts(raised[0].info.run_id, "traceback.txt", str(tmp_path))).read_text()
+    assert "raise ValueError" in trace
+    # Per-step metrics from log_metrics arrive with their steps.
+    history = client.get_metric_history(ok[0].info.run_id, "partial")
+    assert [m.step for m in history] == [0, 1, 2]
+    results = yaml.safe_load((sweep.sweep_dir / "optimization_results.yaml").read_text())
+    assert results["num_failed"] == len(raised) + len(nan)
+    assert "FAILED: ValueError" in sweep.output
+
+
+def test_too_many_failures_stop_the_sweep_with_a_summary(tmp_path: Path) -> None:
+    sweep = run_cli(TOY_APP, tmp_path, "fail_above=-1", "hydra.sweeper.num_trials=20",
+                    "hydra.sweeper.max_failure_rate=0.1", "hydra.sweeper.strategy=sobol")
+    assert sweep.proc.returncode != 0
+    assert "more than hydra.sweeper.max_failure_rate=0.1 of num_trials=20 allows" in sweep.output
+    assert "ValueError: x=" in sweep.output
+    parent, children = sweep.runs("toy")
+    assert parent.info.status == "FAILED"
+    assert 3 <= len(children) < 20  # stopped once a third failure exceeded 2 = 0.1 * 20
+    assert all(r.info.status == "FAILED" for r in children)
+
+
+def test_invalid_space_fails_before_any_trial(tmp_path: Path) -> None:
+    sweep = run_cli(SVM_APP, tmp_path, "C=tag(log, interval(0, 10))", "hydra.sweeper.batch_size=0")
+    assert sweep.proc.returncode != 0
+    out = sweep.output
+    assert "C is given both in hydra.sweeper.params" in out or "hydra.sweeper.params.C" in out
+    assert "log-scaled dimension needs lower bound > 0" in out
+    assert "hydra.sweeper.batch_size=0 is invalid" in out
+    assert "Ray:" not in out  # Ray never started
+    assert not (tmp_path / "mlruns.db").exists()
+
+
+def test_log_dim_with_zero_bound_on_the_command_line_names_it(tmp_path: Path) -> None:
+    sweep = run_cli(TOY_APP, tmp_path, "hydra.sweeper.params={}", "+lr=tag(log, interval(0, 1))", "x=0.5")
+    assert sweep.proc.returncode != 0
+    assert "lr='tag(log, interval(0, 1))': a log-scaled dimension needs lower bound > 0, got 0.0" in sweep.output
+    assert not (tmp_path / "mlruns.db").exists()
+
+
+def test_a_swept_key_missing_from_the_config_fails_before_any_trial(tmp_path: Path) -> None:
+    sweep = run_cli(TOY_APP, tmp_path, "hydra.sweeper.params={}", "typo=interval(0, 1)")
+    assert sweep.proc.returncode != 0
+    assert "does not compose" in sweep.output and "typo" in sweep.output
+    assert not (tmp_path / "mlruns.db").exists()
+
+
+def test_deterministic_sweeps_choose_the_same_points(tmp_path: Path) -> None:
+    """Trials sleep random times, so they finish in a different order each run."""
+    args = ("sleep_s=0.4", "hydra.sweeper.deterministic=true", "hydra.sweeper.seed=3", "hydra.sweeper.num_trials=16",
+            "hydra.sweeper.n_initial=4", "hydra.sweeper.batch_size=4", "hydra.sweeper.strategy=ivr")
+    points = []
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        sweep = run_cli(TOY_APP, tmp_path / name, *args)
+        assert sweep.proc.returncode == 0, sweep.output
+        _, children = sweep.runs("toy")
+        points.append([(r.data.params["x"], r.data.params["y"]) for r in children])
+    assert len(points[0]) == 16
+    assert points[0] == points[1]
