@@ -78,9 +78,11 @@ def _thread_conditions() -> dict[str, str]:
     except ImportError:  # pragma: no cover - threadpoolctl is a dependency
         return c
     for pool in threadpool_info():
-        api = pool.get("internal_api") or pool.get("user_api") or "unknown"
-        c[f"threads.{api}"] = str(pool.get("num_threads"))
-        c[f"blas.{api}.version"] = str(pool.get("version"))
+        # The library file's prefix tells apart e.g. numpy's and scipy's own OpenBLAS builds.
+        lib = pool.get("prefix") or pool.get("internal_api") or "unknown"
+        c[f"threads.{lib}"] = str(pool.get("num_threads"))
+        if pool.get("version"):
+            c[f"blas.{lib}.version"] = f"{pool.get('internal_api')} {pool['version']}"
     return c
 
 

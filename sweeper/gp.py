@@ -317,11 +317,10 @@ def _build_model(X: NDArray[np.float64], z: NDArray[np.float64], noise_floor: fl
 
 
 def _set_start(model: Any, lengthscales: NDArray[np.float64], noise: float) -> None:
-    """Set a restart's starting hyperparameters with a single model update."""
-    model.update_model(False)
-    try:
-        model.kern.lengthscale[:] = lengthscales
-        model.kern.variance[:] = INIT_VARIANCE
-        model.likelihood.variance[:] = noise
-    finally:
-        model.update_model(True)  # recomputes the posterior; may raise LinAlgError
+    """Set a restart's starting hyperparameters with a single model update.
+
+    Parameter order of a GPRegression: kernel variance, lengthscales, noise variance.
+    (Setting them one by one would refactorise K three times; toggling
+    ``update_model`` instead leaves paramz's cached optimizer array stale.)
+    """
+    model[:] = np.concatenate([[INIT_VARIANCE], lengthscales, [noise]])

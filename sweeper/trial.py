@@ -41,6 +41,8 @@ DURATION_KEY = "sweeper_duration_s"
 STEP_KEY = "sweeper_step"  # present only in per-step results from log_metrics
 STEP_METRICS_KEY = "sweeper_step_metrics"
 
+#: Config keys holding the task's random seed, recorded as a condition of measurement.
+SEED_KEYS = ("env.seed", "seed")
 #: Top-level config blocks that describe the sweep, not the object measured.
 RUN_SETTING_KEYS = ("ray", "mlflow")
 
@@ -87,7 +89,11 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
         result[ERROR_KEY] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, TrialError) else str(exc)
         result[TRACEBACK_KEY] = "".join(traceback.format_exception(exc))
     result[DURATION_KEY] = time.perf_counter() - started
-    result[CONDITIONS_KEY] = {**capture_conditions(ctx.code_dir), **_ray_placement()}
+    conditions = {**capture_conditions(ctx.code_dir), **_ray_placement()}
+    seed = next((result[CONFIG_KEY][k] for k in SEED_KEYS if k in result[CONFIG_KEY]), None)
+    if seed is not None:
+        conditions["seed"] = str(seed)
+    result[CONDITIONS_KEY] = conditions
     return result
 
 

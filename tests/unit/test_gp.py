@@ -203,3 +203,36 @@ def test_fit_rejects_bad_settings() -> None:
         fit_gp(X, X[:, 0], seed=0, n_restarts=0)
     with pytest.raises(ValueError, match="noise_floor"):
         fit_gp(X, X[:, 0], seed=0, noise_floor=0.0)
+
+
+def test_each_restart_starts_from_its_own_seeded_point(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The optimiser must really start restart i from the i-th drawn point (not from the
+    # previous optimum), and those points come from the seed: restart 0 from 0.3, the
+    # others log-uniform in [0.05, 2].
+    real_build = gp_module._build_model
+    starts: list[np.ndarray] = []
+
+    def recording_build(*args: Any, **kwargs: Any) -> Any:
+        model = real_build(*args, **kwargs)
+        real_optimize = model.optimize
+
+        def optimize(*a: Any, **k: Any) -> Any:
+            starts.append(np.array(model.kern.lengthscale.values))
+            x0 = model.optimizer_array.copy()
+            model.optimizer_array = x0  # round trip: the optimizer's start is these values
+            np.testing.assert_allclose(model.kern.lengthscale.values, starts[-1], rtol=1e-10)
+            return real_optimize(*a, **k)
+
+        model.optimize = optimize
+        return model
+
+    monkeypatch.setattr(gp_module, "_build_model", recording_build)
+    X = sobol_design(12, 2, seed=0)
+    fit_gp(X, smooth_2d(X), seed=42, n_restarts=3)
+    rng = np.random.default_rng(42)
+    expected = [np.full(2, 0.3)] + [
+        np.exp(rng.uniform(np.log(0.05), np.log(2.0), size=2)) for _ in range(2)
+    ]
+    assert len(starts) == 3
+    for got, want in zip(starts, expected):
+        np.testing.assert_allclose(got, want, rtol=1e-10)
