@@ -307,6 +307,9 @@ def _build_model(X: NDArray[np.float64], z: NDArray[np.float64], noise_floor: fl
     """A bounded GPy ``GPRegression`` with a Matern-5/2 ARD kernel (lazy GPy import)."""
     import GPy
 
+    # GPy announces every model construction at INFO ("initializing Y", ...): one line per
+    # fit would drown the sweep's own console output.
+    logging.getLogger("GP").setLevel(max(logging.getLogger("GP").getEffectiveLevel(), logging.WARNING))
     kern = GPy.kern.Matern52(X.shape[1], ARD=True, lengthscale=DEFAULT_LENGTHSCALE)
     noise = max(INIT_NOISE, noise_floor)
     model = GPy.models.GPRegression(X, z[:, None], kernel=kern, noise_var=noise)

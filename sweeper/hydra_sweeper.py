@@ -23,6 +23,7 @@ from hydra.core.singleton import Singleton
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from sweeper.compose import TrialComposer
 from sweeper.conditions import capture_conditions
 from sweeper.errors import SweeperConfigError, TrialFailuresExceeded
 from sweeper.policy import PolicySettings
@@ -65,6 +66,7 @@ class SweeperImpl:
     def sweep(self, arguments: list[str]) -> None:
         assert self.config is not None and self.hydra_context is not None and self.task_function is not None
         space, policy_settings = self._validate(arguments)
+        composer = self._composer(space)
         ray_cfg = self._block("ray")
         mlflow_cfg = self._block("mlflow")
         sweep_dir = Path(str(self.config.hydra.sweep.dir)).absolute()
@@ -86,7 +88,8 @@ class SweeperImpl:
                  parent_run_id)
         status = "FAILED"
         try:
-            recorder, searcher = self._run_tune(space, policy_settings, ray_cfg, tracker, parent_run_id, sweep_dir)
+            recorder, searcher = self._run_tune(space, composer, policy_settings, ray_cfg, tracker, parent_run_id,
+                                               sweep_dir)
             status = "FINISHED"
         except KeyboardInterrupt:
             status = "KILLED"
@@ -126,21 +129,26 @@ class SweeperImpl:
         if problems:
             raise SweeperConfigError(problems)
         assert space is not None
-        self._check_composes(space)
         return space, settings
 
-    def _check_composes(self, space: SearchSpace) -> None:
-        """Compose the config of the space's centre point, as every trial will."""
+    def _composer(self, space: SearchSpace) -> TrialComposer:
+        """Compose the config of the space's centre point, as every trial will, before Ray starts.
+
+        Also decides whether trials may take the fast composition path (see sweeper.compose).
+        """
         assert self.hydra_context is not None and self.config is not None
+        composer = TrialComposer(self.hydra_context, self.config, space.fixed_overrides)
         point = space.from_unit([0.5] * space.d)[0]
         overrides = space.to_overrides(point)
         try:
-            self.hydra_context.config_loader.load_sweep_config(self.config, overrides)
+            fast = composer.verify(space.dim_overrides(point))
         except Exception as exc:  # noqa: BLE001 - Hydra raises several types; all mean the same
             raise SweeperConfigError(
                 f"a trial config does not compose with the overrides {overrides}: {exc}. Check that every "
                 f"swept key exists in the task's config (prefix a new key with +, e.g. +{space.names[0]}=...)."
             ) from exc
+        log.debug("trial configs composed %s", "once per worker, then overridden" if fast else "in full")
+        return composer
 
     def _block(self, name: str) -> dict[str, Any]:
         """The top-level ``ray`` or ``mlflow`` block, with defaults for what is absent."""
@@ -188,8 +196,8 @@ class SweeperImpl:
         return str(Path(source).parent) if source else None
 
     # ---------------------------------------------------------------- Ray Tune
-    def _run_tune(self, space: SearchSpace, settings: PolicySettings, ray_cfg: dict[str, Any], tracker: Any,
-                  parent_run_id: str, sweep_dir: Path) -> tuple[Any, Any]:
+    def _run_tune(self, space: SearchSpace, composer: TrialComposer, settings: PolicySettings,
+                  ray_cfg: dict[str, Any], tracker: Any, parent_run_id: str, sweep_dir: Path) -> tuple[Any, Any]:
         for key, value in _TUNE_ENV.items():
             os.environ.setdefault(key, value)
         import ray
@@ -206,7 +214,7 @@ class SweeperImpl:
             recorder = TrialRecorder(tracker, parent_run_id, self.metric, settings.num_trials, settings.strategy)
             ctx = TrialContext(
                 hydra_context=self.hydra_context,  # type: ignore[arg-type]
-                master_config=self.config,  # type: ignore[arg-type]
+                composer=composer,
                 task_function=self.task_function,  # type: ignore[arg-type]
                 singleton_state=Singleton.get_state(),
                 space=space,

@@ -304,7 +304,7 @@ class MultiversePolicy:
         x = self.space.to_unit([params])[0]  # snapped to legal values of discrete dims
         mean = sd = None
         if gp is not None:
-            m, v = gp.predict(x[None, :])
+            m, v = gp.predict(x[None, :])  # posterior mean and sd, original units
             mean, sd = float(m[0]), float(v[0])
         return Suggestion(index, tuple(float(t) for t in x), params, phase, batch, acquisition, mean, sd)
 

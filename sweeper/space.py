@@ -352,8 +352,11 @@ class SearchSpace:
 
     def to_overrides(self, point: Mapping[str, Any]) -> list[str]:
         """Write one trial's overrides: the fixed ones, then ``key=value`` for each dimension."""
-        swept = [f"{dim.override_key}={dim.format_value(point[dim.name])}" for dim in self.dims]
-        return [*self.fixed_overrides, *swept]
+        return [*self.fixed_overrides, *self.dim_overrides(point)]
+
+    def dim_overrides(self, point: Mapping[str, Any]) -> list[str]:
+        """Write ``key=value`` for each dimension of ``point`` (no fixed overrides)."""
+        return [f"{dim.override_key}={dim.format_value(point[dim.name])}" for dim in self.dims]
 
     def describe(self) -> dict[str, str]:
         """Map each dimension name to its grammar text, for logging."""

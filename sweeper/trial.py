@@ -23,8 +23,9 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, run_job, setup_globals
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import OmegaConf, open_dict
 
+from sweeper.compose import TrialComposer
 from sweeper.conditions import capture_conditions
 from sweeper.metrics import reporting_to
 from sweeper.searcher import TRIAL_KEY
@@ -56,7 +57,7 @@ class TrialContext:
     """Everything a worker needs to run any trial of the sweep."""
 
     hydra_context: HydraContext
-    master_config: DictConfig
+    composer: TrialComposer
     task_function: TaskFunction
     singleton_state: dict[Any, Any]
     space: SearchSpace
@@ -81,7 +82,7 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {ctx.metric: math.nan, STATUS_KEY: "FAILED", METRICS_KEY: {}, CONFIG_KEY: {}}
     try:
         with reporting_to(_report_step):
-            job = _run_job(ctx, ctx.space.to_overrides(params), index)
+            job = _run_job(ctx, ctx.space.dim_overrides(params), index)
             result[CONFIG_KEY] = _flat_task_config(job)
             metrics = metrics_from_return(job.return_value, ctx.metric)
         result.update({ctx.metric: metrics[ctx.metric], STATUS_KEY: "FINISHED", METRICS_KEY: metrics})
@@ -125,11 +126,10 @@ def metrics_from_return(value: Any, metric: str) -> dict[str, float]:
     return metrics
 
 
-def _run_job(ctx: TrialContext, overrides: list[str], index: int) -> JobReturn:
+def _run_job(ctx: TrialContext, dim_overrides: list[str], index: int) -> JobReturn:
     setup_globals()
     Singleton.set_state(ctx.singleton_state)
-    loader = ctx.hydra_context.config_loader
-    sweep_config = loader.load_sweep_config(ctx.master_config, overrides)
+    sweep_config = ctx.composer.compose(dim_overrides)
     with open_dict(sweep_config):
         sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{index}"
         sweep_config.hydra.job.num = index
