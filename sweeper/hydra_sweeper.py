@@ -27,7 +27,8 @@ from sweeper.compose import TrialComposer
 from sweeper.conditions import capture_conditions
 from sweeper.errors import SweeperConfigError, TrialFailuresExceeded
 from sweeper.policy import PolicySettings
-from sweeper.space import SearchSpace, parse_search_space
+from sweeper.grammar import parse_search_space
+from sweeper.space import SearchSpace
 
 log = logging.getLogger(__name__)
 

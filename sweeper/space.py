@@ -19,31 +19,21 @@ trial as fixed overrides. Every mapping satisfies ``from_unit(to_unit(v)) == v``
 legal value ``v`` (up to float rounding for ``FloatDim``) and ``from_unit`` stays inside
 the bounds for every ``u`` in ``[0, 1]``, both ends included.
 
-Hydra itself is imported lazily, only by :func:`parse_search_space`, so the numeric part
+Parsing the grammar lives in :mod:`sweeper.grammar` (it imports Hydra); the numeric part
 of this module needs nothing but numpy.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from sweeper.errors import SweeperConfigError
-
-if TYPE_CHECKING:
-    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, RangeSweep
-
-log = logging.getLogger(__name__)
-
-_KNOWN_TAGS = frozenset({"log"})
-_MAX_GRID = 10_000  # a range with more values than this is a mistake: use int(interval(...))
 _BARE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:[-./][A-Za-z0-9_]+)*")
 _KEYWORDS = frozenset({"true", "false", "null", "inf", "nan"})  # Hydra reads these case-insensitively
 
@@ -387,213 +377,6 @@ class SearchSpace:
         Raises:
             SweeperConfigError: listing every invalid entry.
         """
+        from sweeper.grammar import parse_search_space
+
         return parse_search_space(specs, (), params_key="")
-
-
-# ----------------------------------------------------------------------------- parsing
-# Each builder returns (dimension, fixed value text or None, rules broken, corrected spec).
-_Built = tuple[Dimension | None, str | None, list[str], str]
-
-
-def _build_interval(name: str, key: str, spec: str, sweep: IntervalSweep, is_log: bool) -> _Built:
-    low, high = sweep.start, sweep.end
-    assert low is not None and high is not None  # the grammar always sets both
-    is_int = isinstance(low, int) and isinstance(high, int)
-    rules: list[str] = []
-    fix_low, fix_high, fix_log, fixed_value = low, high, is_log, None
-    if not (math.isfinite(low) and math.isfinite(high)):
-        rules.append(f"bounds must be finite, got {low!r} and {high!r}")
-        fix_low, fix_high = (1e-05, 1.0) if is_log else (0.0, 1.0)
-    elif low >= high:
-        rules.append(f"lower bound {low!r} must be below upper bound {high!r}")
-        fix_low, fix_high = high, low
-        fixed_value = _num(low) if low == high else None
-    if is_log and (fix_low < 1 if is_int else fix_low <= 0):
-        need = ">= 1" if is_int else "> 0"
-        rules.append(f"a log-scaled dimension needs lower bound {need}, got {fix_low!r}")
-        if fix_high > (1 if is_int else 0):
-            fix_low = 1 if is_int else min(1e-05, fix_high / 1000)
-        else:
-            fix_log = False
-    fix = fixed_value or _interval_text(fix_low, fix_high, is_int, fix_log)
-    if rules:
-        return None, None, rules, fix
-    dim_cls = IntDim if is_int else FloatDim
-    return dim_cls(name, low, high, is_log, override_key=key, spec=spec), None, [], fix
-
-
-def _range_text(start: float, stop: float, step: float) -> str:
-    return f"range({_num(start)}, {_num(stop)}" + (f", {_num(step)})" if step != 1 else ")")
-
-
-def _range_values(start: float, stop: float, step: float) -> list[float | int]:
-    if all(isinstance(x, int) for x in (start, stop, step)):
-        return list(range(int(start), int(stop), int(step)))
-    n = max(math.ceil((stop - start) / step), 0) + 1  # one extra, filtered below, absorbs rounding
-    values = [float(start + step * i) for i in range(n)]  # Hydra's r[i] = start + step*i, no accumulation
-    return [v for v in values if (v < stop if step > 0 else v > stop)]
-
-
-def _build_range(name: str, key: str, spec: str, sweep: RangeSweep, is_log: bool) -> _Built:
-    start, stop, step = sweep.start, sweep.stop, sweep.step
-    assert start is not None and stop is not None  # the grammar always sets both
-    if not all(math.isfinite(x) for x in (start, stop, step)) or step == 0:
-        return None, None, [f"needs finite bounds and a nonzero step, got step {step!r}"], "range(0, 5)"
-    count = (stop - start) / step
-    if count > _MAX_GRID:
-        rule = f"it has about {int(count)} values, more than the {_MAX_GRID} a grid may hold"
-        last = start + step * (math.ceil(count) - 1)
-        return None, None, [rule], _interval_text(min(start, last), max(start, last), isinstance(last, int), False)
-    values = _range_values(start, stop, step)
-    if not values:
-        side = "below" if step > 0 else "above"
-        rule = f"the range is empty: start + step*i must stay {side} the stop {stop!r}"
-        return None, None, [rule], _num(start) if start == stop else _range_text(stop, start, step)
-    if is_log:
-        is_int = all(isinstance(v, int) for v in values)
-        low, high = min(values), max(values)
-        log_ok = high > (1 if is_int else 0)
-        low = low if low > 0 or not log_ok else (1 if is_int else min(1e-05, high / 1000))
-        rule = "a range is a grid of values and cannot be log-scaled; sweep a log-scaled interval instead"
-        return None, None, [rule], _interval_text(low, high, is_int, log_ok)
-    fix = _range_text(start, stop, step)
-    if len(values) == 1:
-        return None, format_override_value(values[0]), [], fix
-    return GridDim(name, tuple(values), override_key=key, spec=spec), None, [], fix
-
-
-def _flatten(items: list[Any]) -> list[Any]:
-    from hydra.core.override_parser.types import ChoiceSweep
-
-    out: list[Any] = []
-    for item in items:
-        out.extend(_flatten(item.list) if isinstance(item, ChoiceSweep) else [item])
-    return out
-
-
-def _build_choice(name: str, key: str, spec: str, sweep: ChoiceSweep, is_log: bool) -> _Built:
-    choices = _flatten(sweep.list)
-    unique = [c for i, c in enumerate(choices) if not any(_same(c, p) for p in choices[:i])]
-    strings = tuple(format_override_value(c) for c in unique)
-    fix = "choice(" + ", ".join(strings) + ")"
-    rules = []
-    if is_log:
-        rules.append("a choice is categorical and cannot be log-scaled; drop the tag")
-    if len(unique) < len(choices):
-        dups = sorted({format_override_value(c) for c in choices if sum(_same(c, o) for o in choices) > 1})
-        rules.append(f"choices must be distinct, got {', '.join(dups)} more than once")
-    if rules:
-        return None, None, rules, fix
-    if len(unique) == 1:  # a one-category dimension carries no information: a fixed value
-        return None, strings[0], [], fix
-    return ChoiceDim(name, tuple(unique), strings, override_key=key, spec=spec), None, [], fix
-
-
-def _parse_error(exc: Exception) -> tuple[str, str]:
-    """A rule and a corrected spec for an override Hydra could not parse."""
-    lines = [ln for ln in str(exc).splitlines() if ln and not ln.startswith(("See https", "Error parsing"))]
-    if any("empty choice" in ln for ln in lines):
-        return "a choice needs at least one value (two to sweep)", "choice(a, b)"
-    detail = "; ".join(lines) or type(exc).__name__
-    forms = "interval, int(interval), tag(log, ...), choice, a,b,c or range"
-    return f"not valid override grammar ({detail}); the forms are {forms}", "interval(0, 1)"
-
-
-def parse_search_space(
-    params: Mapping[str, Any] | None,
-    overrides: Sequence[str],
-    *,
-    params_key: str = "hydra.sweeper.params",
-) -> SearchSpace:
-    """Parse ``hydra.sweeper.params`` and command-line sweep overrides into a search space.
-
-    Args:
-        params: YAML mapping of key to grammar text (``"tag(log, interval(1e-3, 1e3))"``)
-            or a plain scalar, which is a fixed value. None means empty.
-        overrides: command-line overrides, e.g. ``["C=interval(0.1, 10)", "model=a,b", "+x=1"]``.
-        params_key: the dotted path of ``params`` in messages; "" names keys bare.
-
-    Returns:
-        The dimensions (YAML first, then command line, in order) and the fixed overrides.
-
-    Raises:
-        SweeperConfigError: listing every problem found in both sources.
-    """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, OverrideType, RangeSweep
-
-    parser = OverridesParser.create()
-    problems: list[str] = []
-    entries: list[tuple[str, str, str, bool]] = []  # (where, override text, spec, from YAML)
-    for key, value in (params or {}).items():
-        where = f"{params_key}.{key}" if params_key else str(key)
-        if isinstance(value, Mapping) or (isinstance(value, Sequence) and not isinstance(value, str)):
-            is_list = not isinstance(value, Mapping) and len(value) > 0
-            fix = "choice(" + ", ".join(map(format_override_value, value)) + ")" if is_list else "choice(a, b)"
-            problems.append(
-                f"{where}={value!r}: a YAML list or mapping is not a search-space entry; write the "
-                f"dimension as an override string. Use e.g. {where}={fix!r}."
-            )
-            continue
-        spec = value if isinstance(value, str) else format_override_value(value)
-        entries.append((where, f"{key}={spec}", spec, True))
-    for text in overrides:
-        entries.append((text.split("=", 1)[0].strip(), text, text.split("=", 1)[1] if "=" in text else "", False))
-
-    dims: list[Dimension] = []
-    fixed: list[str] = []
-    seen: dict[str, tuple[str, str, str, bool]] = {}
-    builders = {IntervalSweep: _build_interval, RangeSweep: _build_range, ChoiceSweep: _build_choice}
-    for where, text, spec, from_yaml in entries:
-        try:
-            [override] = parser.parse_overrides([text])
-        except Exception as exc:  # OverrideParseException, or ValueError from a grammar function
-            rule, fix = _parse_error(exc)
-            problems.append(f"{where}={spec!r}: {rule}. Use e.g. {where}={fix!r}.")
-            continue
-        name = override.key_or_group + (f"@{override.package}" if override.package is not None else "")
-        if name in seen:
-            first_where, first_text, first_spec, first_yaml = seen[name]
-            if first_yaml and not from_yaml:
-                problems.append(
-                    f"{text!r}: {name!r} is also given in {first_where}={first_spec!r}; a key may be "
-                    f"set in one place only. Change the YAML entry with {first_where}={spec!r}, "
-                    f"or drop one of the two."
-                )
-            else:
-                problems.append(
-                    f"{text!r}: {name!r} is given twice (also as {first_text!r}); give each key once. "
-                    f"Use e.g. {text!r} alone."
-                )
-        duplicate = name in seen  # still validated below, so every problem shows at once
-        seen.setdefault(name, (where, text, spec, from_yaml))
-        if not override.is_sweep_override():
-            if not duplicate:
-                fixed.append(text)
-            continue
-        if override.type == OverrideType.DEL:
-            problems.append(f"{text!r}: a deletion (~) cannot be swept. Use e.g. {where} alone.")
-            continue
-        sweep = override.value()
-        key = override.get_key_element()
-        builder = next((b for cls, b in builders.items() if isinstance(sweep, cls)), None)
-        if builder is None:  # glob(...) needs the config repository to list options
-            rule = "glob() selects config-group options, which the sweeper cannot list; list them"
-            problems.append(f"{where}={spec!r}: {rule}. Use e.g. {where}='choice(a, b)'.")
-            continue
-        tags = set(sweep.tags)
-        rules = [f"unknown tag {t!r} (the only tag understood is 'log')" for t in sorted(tags - _KNOWN_TAGS)]
-        dim, fixed_value, more, fix = builder(name, key, spec, sweep, "log" in tags)
-        rules += more
-        problems.extend(f"{where}={spec!r}: {rule}. Use e.g. {where}={fix!r}." for rule in rules)
-        if rules or duplicate:
-            continue
-        if dim is not None:
-            dims.append(dim)
-        elif fixed_value is not None:
-            fixed.append(f"{key}={fixed_value}")
-    if problems:
-        raise SweeperConfigError(problems)
-    space = SearchSpace(tuple(dims), tuple(fixed))
-    log.debug("Search space %s; fixed overrides %s", space.describe(), list(space.fixed_overrides))
-    return space

@@ -43,7 +43,6 @@ References:
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -413,7 +412,7 @@ def surrogate_expected_max(
     )
 
 
-__all__: Sequence[str] = [
+__all__ = [
     "ExpectedMax",
     "SurrogateExpectedMax",
     "expected_max",

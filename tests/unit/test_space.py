@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sweeper.errors import SweeperConfigError
+from sweeper.grammar import parse_search_space
 from sweeper.space import (
     ChoiceDim,
     Dimension,
@@ -22,7 +23,6 @@ from sweeper.space import (
     IntDim,
     SearchSpace,
     format_override_value,
-    parse_search_space,
 )
 
 PARSER = OverridesParser.create()
