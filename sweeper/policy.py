@@ -177,6 +177,7 @@ class MultiversePolicy:
         self._results: dict[int, float] = {}  # index -> value; NaN marks a failed trial
         self._plan: _Plan | None = None
         self._sobol: NDArray[np.float64] | None = None
+        self._warm_start: dict[str, Any] | None = None  # the last GP fit's hyperparameters
 
     # ------------------------------------------------------------------ public API
     @property
@@ -245,6 +246,7 @@ class MultiversePolicy:
             "settings": asdict(self.settings),
             "suggestions": [asdict(x) for x in self._suggestions],
             "results": {str(k): v for k, v in self._results.items()},
+            "gp_warm_start": self._warm_start,
             "plan": None if self._plan is None else {
                 "basis": list(self._plan.basis),
                 "points": [asdict(x) for x in self._plan.points],
@@ -269,6 +271,7 @@ class MultiversePolicy:
             )
         self._suggestions = [_suggestion_from_dict(d) for d in state["suggestions"]]
         self._results = {int(k): float(v) for k, v in state["results"].items()}
+        self._warm_start = state.get("gp_warm_start")
         plan = state.get("plan")
         self._plan = None if plan is None else _Plan(
             basis=tuple(plan["basis"]), points=[_suggestion_from_dict(d) for d in plan["points"]]
@@ -346,11 +349,17 @@ class MultiversePolicy:
             log.warning("no successful trial yet to fit the GP: trial #%d continues the Sobol design", first)
             return []
         y = np.array([self._results[i] for i in ok])
+        # Hyperparameters are fitted afresh, with every restart, at each batch boundary; a
+        # plan made mid-batch (asynchronous mode, as results trickle in) refits them from
+        # the last fit's optimum, which converges in a few iterations.
+        fresh = s.deterministic or self._warm_start is None or (first - s.n_initial) % s.batch_size == 0
         try:
-            gp = fit_gp(X_all[ok], y, seed=[*stream, _STREAM_GP], n_restarts=s.gp_restarts)
+            gp = fit_gp(X_all[ok], y, seed=[*stream, _STREAM_GP], n_restarts=s.gp_restarts if fresh else 1,
+                        warm_start=None if fresh else self._warm_start)
         except (RuntimeError, np.linalg.LinAlgError) as exc:
             log.warning("the GP fit failed (%s): trial #%d continues the Sobol design", exc, first)
             return []
+        self._warm_start = gp.hyperparameters()
         # Condition the variance on every point already asked: finished, failed and pending.
         # (In deterministic mode only the basis has been asked when a batch is planned.)
         X_cond = X_all

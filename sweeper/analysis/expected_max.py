@@ -54,7 +54,7 @@ log = logging.getLogger(__name__)
 _TRUNCATION = 1e-16  # drop terms with F_j^n <= this; error <= _TRUNCATION * range
 _LOG_TRUNCATION = float(np.log(_TRUNCATION))
 _COLUMNS = 1 << 15  # surviving values per matrix-product chunk (keeps blocks in cache)
-_ELEMENTS = 1 << 21  # (n, value) pairs per chunk without replacement
+_ELEMENTS = 1 << 16  # (n, value) pairs per chunk without replacement
 
 
 @dataclass(frozen=True, eq=False)
@@ -189,6 +189,17 @@ def _check_n_max(n_max: int | None, n_trials: int, without_replacement: bool) ->
     return int(n_max)
 
 
+def _geometric_rows(
+    start: NDArray[np.float64], ratio: NDArray[np.float64], rows: int
+) -> NDArray[np.float64]:
+    """Return ``start * ratio**i`` for ``i = 0..rows-1``, shape ``(rows, len(start))``."""
+    out = np.empty((rows, start.size))
+    out[0] = start
+    for i in range(1, rows):  # row by row: far faster than np.cumprod(axis=0)
+        np.multiply(out[i - 1], ratio, out=out[i])
+    return out
+
+
 def _powers_with_replacement(
     counts: NDArray[np.int64], coef: NDArray[np.float64], n_max: int
 ) -> NDArray[np.float64]:
@@ -213,14 +224,8 @@ def _powers_with_replacement(
         for lo in range(first, f.size, _COLUMNS):
             hi = min(lo + _COLUMNS, f.size)
             lf = log_f[lo:hi]
-            rows_a = np.empty((a_len, hi - lo))  # F^(n0 + a*s)
-            rows_a[0] = np.exp(n0 * lf)
-            rows_a[1:] = np.exp(s * lf)
-            np.cumprod(rows_a, axis=0, out=rows_a)
-            rows_b = np.empty((s, hi - lo))  # F^b
-            rows_b[0] = 1.0
-            rows_b[1:] = f[lo:hi]
-            np.cumprod(rows_b, axis=0, out=rows_b)
+            rows_a = _geometric_rows(np.exp(n0 * lf), np.exp(s * lf), a_len)  # F^(n0+a*s)
+            rows_b = _geometric_rows(np.ones(hi - lo), f[lo:hi], s)  # F^b
             weighted = (coef[:, None, lo:hi] * rows_b[None]).reshape(-1, hi - lo)
             acc += rows_a @ weighted.T  # (a_len, r*s)
         block = acc.reshape(a_len, coef.shape[0], s).transpose(1, 0, 2).reshape(coef.shape[0], -1)
@@ -239,6 +244,8 @@ def _powers_without_replacement(
     cum = np.cumsum(counts)[:-1]
     log_f = np.log1p(-(total - cum) / total)
     lg = gammaln(np.arange(total + 1, dtype=np.float64) + 1.0)  # lg[m] = ln(m!)
+    # lg_pad[m + total + 1] = ln(m!), and +inf for m < 0 so that exp(-inf) = 0 there.
+    lg_pad = np.concatenate([np.full(total + 1, np.inf), lg])
     a_j = lg[cum] - lg[total]  # (k-1,)
     out = np.zeros((coef.shape[0], n_max))
     n0 = 1
@@ -249,12 +256,14 @@ def _powers_without_replacement(
         width = cum.size - first
         if width:
             step = max(1, _ELEMENTS // width)
+            index = cum[first:] + (total + 1)  # (J,)
             for m0 in range(n0, n1, step):
-                n = np.arange(m0, min(m0 + step, n1))[:, None]  # (b, 1)
-                rest = cum[None, first:] - n  # (b, J): c_j - n, < 0 means impossible
-                log_g = a_j[None, first:] + lg[total - n] - lg[np.maximum(rest, 0)]
-                g = np.where(rest >= 0, np.exp(log_g), 0.0)
-                out[:, m0 - 1 : m0 - 1 + n.shape[0]] = coef[:, first:] @ g.T
+                n = np.arange(m0, min(m0 + step, n1))  # (b,)
+                log_g = lg_pad[index[None, :] - n[:, None]]  # (b, J): ln((c_j - n)!)
+                np.subtract(a_j[first:], log_g, out=log_g)
+                log_g += lg[total - n][:, None]
+                g = np.exp(log_g, out=log_g)  # C(c_j, n) / C(N, n)
+                out[:, m0 - 1 : m0 - 1 + n.size] = coef[:, first:] @ g.T
         n0 = n1
     return out
 
@@ -263,7 +272,9 @@ def _curve(
     sorted_values: NDArray[np.float64], n_max: int, without_replacement: bool
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Expected max and plug-in std of ``n = 1..n_max`` draws from ascending ``sorted_values``."""
-    distinct, counts = np.unique(sorted_values, return_counts=True)
+    starts = np.flatnonzero(np.diff(sorted_values, prepend=-np.inf))  # first of each run of ties
+    distinct = sorted_values[starts]  # (k,)
+    counts = np.diff(starts, append=sorted_values.size)  # (k,) multiplicities
     top = distinct[-1]
     if distinct.size == 1:
         return np.full(n_max, top), np.zeros(n_max)
@@ -311,7 +322,7 @@ def expected_max(
     Example:
         >>> em = expected_max([0.6, 0.7, 0.8, 0.9])
         >>> em.mean.round(4).tolist()
-        [0.75, 0.825, 0.8625, 0.8828]
+        [0.75, 0.8125, 0.8438, 0.8617]
         >>> float(expected_max([2.0, 1.0], maximize=False).mean[1])
         1.25
     """
@@ -329,9 +340,9 @@ def expected_max(
             raise ValueError("durations_s must be finite and >= 0 seconds")
         mean_duration_s = float(d.mean())
     sign = 1.0 if maximize else -1.0
-    oriented = np.sort(sign * x)
+    oriented = np.sort(sign * x)  # maximize the oriented scores
     mean, std = _curve(oriented, n_max, without_replacement)
-    values_sorted = np.sort(x)
+    values_sorted = oriented if maximize else -oriented[::-1]
     n = np.arange(1, n_max + 1, dtype=np.int64)
     for arr in (n, mean, std, values_sorted):
         arr.setflags(write=False)
@@ -377,8 +388,8 @@ def surrogate_expected_max(
     Example:
         >>> samples = [[0.0, 1.0], [1.0, 2.0], [2.0, 3.0]]
         >>> s = surrogate_expected_max(samples)
-        >>> s.mean.tolist(), s.within_std.tolist()
-        ([1.5, 2.25], [0.5, 0.4330127018922193])
+        >>> s.mean.tolist(), s.within_std.round(4).tolist()
+        ([1.5, 1.75], [0.5, 0.433])
     """
     y = np.asarray(predict_samples, dtype=np.float64)
     if y.ndim != 2 or y.size == 0:

@@ -236,3 +236,16 @@ def test_each_restart_starts_from_its_own_seeded_point(monkeypatch: pytest.Monke
     assert len(starts) == 3
     for got, want in zip(starts, expected):
         np.testing.assert_allclose(got, want, rtol=1e-10)
+
+
+def test_warm_start_refit_matches_a_fresh_fit() -> None:
+    """Refitting from the last optimum with one start finds the fresh multi-start optimum."""
+    rng = np.random.default_rng(0)
+    X = rng.random((31, 2))
+    y = np.sin(6 * X[:, 0]) + X[:, 1] ** 2 + 0.01 * rng.standard_normal(31)
+    earlier = fit_gp(X[:30], y[:30], seed=1, n_restarts=3)
+    fresh = fit_gp(X, y, seed=1, n_restarts=3)
+    warm = fit_gp(X, y, seed=1, n_restarts=1, warm_start=earlier.hyperparameters())
+    assert warm.log_likelihood >= fresh.log_likelihood - 1e-3 * abs(fresh.log_likelihood)
+    np.testing.assert_allclose(warm.predict(X)[0], fresh.predict(X)[0], atol=0.05)
+    assert earlier.hyperparameters()["lengthscales"] == [float(v) for v in earlier.lengthscales]
