@@ -15,6 +15,10 @@ Tests used:
       *direction* of a change. ``"pratt"`` ranks the zeros and then drops them (more
       conservative when zeros are many); ``"zsplit"`` splits their ranks between signs.
       If every difference is zero there is nothing to rank: ``p = 1.0`` with a note.
+      The p-value follows scipy's ``method="auto"``: exact for up to 50 pairs without
+      ties or zeros; with ties or zeros, an exhaustive (deterministic) sign-flip
+      permutation test for up to 13 pairs (up to a few seconds at 13), else the normal
+      approximation with continuity correction. ``wilcoxon_method`` overrides it.
     - Paired t-test (``scipy.stats.ttest_rel``), which assumes normal differences.
     - Kendall's tau-b and Spearman's rho between the two score lists: do the runs that
       score high under ``a`` also score high under ``b``?
@@ -30,6 +34,7 @@ References:
 
 from __future__ import annotations
 
+import logging
 import math
 import warnings
 from collections.abc import Callable, Mapping
@@ -38,6 +43,8 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -175,6 +182,7 @@ def compare_conditions(
     names: tuple[str, str] = ("a", "b"),
     zero_method: Literal["wilcox", "pratt", "zsplit"] = "wilcox",
     alternative: Literal["two-sided", "less", "greater"] = "two-sided",
+    wilcoxon_method: Literal["auto", "exact", "asymptotic"] = "auto",
 ) -> ConditionComparison:
     """Compare paired scores under two environment conditions.
 
@@ -184,6 +192,7 @@ def compare_conditions(
         names: Labels of the two conditions.
         zero_method: Wilcoxon's treatment of zero differences (see module docstring).
         alternative: ``"two-sided"``, or ``"greater"``/``"less"`` for ``a - b`` (both tests).
+        wilcoxon_method: scipy's ``method`` for the Wilcoxon p-value (see module docstring).
 
     Returns:
         A :class:`ConditionComparison`.
@@ -208,6 +217,10 @@ def compare_conditions(
         raise ValueError(
             f"alternative must be 'two-sided', 'less' or 'greater'; got {alternative!r}"
         )
+    if wilcoxon_method not in ("auto", "exact", "asymptotic"):
+        raise ValueError(
+            f"wilcoxon_method must be 'auto', 'exact' or 'asymptotic'; got {wilcoxon_method!r}"
+        )
     name_a, name_b = (str(n) for n in names)
     x = _as_values(a, f"condition {name_a!r}")
     y = _as_values(b, f"condition {name_b!r}")
@@ -230,7 +243,7 @@ def compare_conditions(
     else:
         w_stat, w_p = _quietly(
             stats.wilcoxon, notes, "wilcoxon", x, y,
-            zero_method=zero_method, alternative=alternative,
+            zero_method=zero_method, alternative=alternative, method=wilcoxon_method,
         )  # fmt: skip
         t_stat, t_p = _quietly(stats.ttest_rel, notes, "t-test", x, y, alternative=alternative)
     if np.ptp(x) == 0.0 or np.ptp(y) == 0.0:

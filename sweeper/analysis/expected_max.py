@@ -21,18 +21,24 @@ How the curve for every ``n = 1..N`` is computed without an ``N x N`` matrix. Wi
 Both sums have non-negative coefficients adding up to ``range`` and ``range^2``
 (``range = u_k - u_1``). Terms with ``F_j^n <= 1e-16`` are dropped, so the expected max
 is off by at most ``1e-16 * range`` and its second moment by at most ``1e-16 * range^2``
-(a proof in one line: the dropped coefficients sum to at most the total). The kept
-terms of a block of budgets ``n0 <= n < 2 n0`` factor as
-``F^(n0 + a S + b) = [F^n0 (F^S)^a] * [F^b]``, so each block is one matrix product
-(BLAS) over the ``O(N / n0)`` surviving values instead of one ``exp`` per (n, value)
-pair. The powers are built by repeated multiplication from ``F^n0`` and ``F^S``, which
-are computed as ``exp(n log1p(-(N - c) / N))``; each weight then carries a relative
-rounding error of at most about ``(2 sqrt(n) + 40) eps`` (<= 3e-13 at ``n = 10^6``).
+(proof: the dropped coefficients sum to at most the total, each times at most 1e-16).
+About ``37 N / n`` terms survive at budget ``n`` (``37 = -ln 1e-16``), so all budgets
+together need ``O(37 N ln N)`` products rather than ``N^2``. The kept terms of a block
+of budgets ``n0 <= n < 2 n0`` factor as ``F^(n0 + a S + b) = [F^n0 (F^S)^a] * [F^b]``,
+so each block is one matrix product (BLAS, in calls small enough to stay on one
+thread) instead of one ``exp`` per (n, value) pair. The powers are built by repeated
+multiplication from ``F^n0`` and ``F^S``, computed as ``exp(n log1p(-(N - c) / N))``;
+each weight then carries a relative rounding error of about ``(2 sqrt(n) + 80) eps``
+(<= 3e-13 at ``n = 10^6``; measured: 1e-16 absolute against 30-digit arithmetic for
+``N = 10^5``). Timing, ``N = 10^6``, all budgets ``1..N``: 0.45 s with distinct values,
+0.04 s with 1000 distinct values (loaded 2-core x86 host).
 
 Sampling without replacement, ``P(max of n <= u_j) = C(c_j, n) / C(N, n)`` (``c_j`` the
-number of scores ``<= u_j``), evaluated with log-gamma; it has no such factorisation and
-costs one ``exp`` per kept (n, value) pair, with a relative error of about
-``eps * ln(N!)`` per weight (2e-12 at ``N = 10^4``, 1e-9 at ``N = 10^6``).
+number of scores ``<= u_j``) is evaluated with log-gamma. It has no such factorisation
+and costs one ``exp`` per kept (n, value) pair (~6 s for ``N = 10^6`` distinct values,
+0.05 s with 1000 distinct values, milliseconds for ``N <= 10^4``); the log-gamma
+differences carry a relative error of about ``eps * ln(N!)`` per weight (1e-12 at
+``N = 10^3``, 1e-9 at ``N = 10^6``).
 
 References:
     Dodge, J., Gururangan, S., Card, D., Schwartz, R., & Smith, N. A. (2019). Show Your
@@ -55,6 +61,7 @@ _TRUNCATION = 1e-16  # drop terms with F_j^n <= this; error <= _TRUNCATION * ran
 _LOG_TRUNCATION = float(np.log(_TRUNCATION))
 _COLUMNS = 1 << 15  # surviving values per matrix-product chunk (keeps blocks in cache)
 _ELEMENTS = 1 << 16  # (n, value) pairs per chunk without replacement
+_BLAS_CALL = 1 << 18  # multiply-adds per matrix product (single-threaded in OpenBLAS)
 
 
 @dataclass(frozen=True, eq=False)
@@ -65,7 +72,9 @@ class ExpectedMax:
         n: Budgets ``1..n_max`` in trials, shape ``(n_max,)``; ``mean[n - 1]`` belongs to ``n``.
         mean: Expected maximum (minimum if ``maximize=False``) of ``n`` trials, in the
             score's units, shape ``(n_max,)``; non-decreasing (non-increasing).
-        std: Plug-in standard deviation of that best score, shape ``(n_max,)``.
+        std: Plug-in standard deviation of that best score, shape ``(n_max,)``. Where it
+            is close to 0 it is accurate to about ``1e-8 * range`` (a square root of a
+            difference of moments), elsewhere to about ``1e-13`` relative.
         values_sorted: The ``N`` observed scores, ascending, shape ``(N,)``.
         maximize: Whether higher scores are better.
         without_replacement: Whether the ``n`` trials were drawn without replacement.
@@ -200,6 +209,24 @@ def _geometric_rows(
     return out
 
 
+def _add_products(
+    acc: NDArray[np.float64], x: NDArray[np.float64], w: NDArray[np.float64]
+) -> None:
+    """Add ``x @ w.T`` to ``acc`` in BLAS calls of at most ``_BLAS_CALL`` multiply-adds.
+
+    Small calls run on the calling thread (OpenBLAS threads only above 2^18): the work
+    here is memory-bound, and threaded BLAS collapses on a busy machine (measured 25x
+    slower on a loaded 2-core host) without gaining anything on an idle one.
+    """
+    m, k = x.shape
+    n = w.shape[0]
+    rows = min(m, max(1, _BLAS_CALL // (n * 64)))
+    cols = max(1, _BLAS_CALL // (n * rows))
+    for r0 in range(0, m, rows):
+        for c0 in range(0, k, cols):
+            acc[r0 : r0 + rows] += x[r0 : r0 + rows, c0 : c0 + cols] @ w[:, c0 : c0 + cols].T
+
+
 def _powers_with_replacement(
     counts: NDArray[np.int64], coef: NDArray[np.float64], n_max: int
 ) -> NDArray[np.float64]:
@@ -227,7 +254,7 @@ def _powers_with_replacement(
             rows_a = _geometric_rows(np.exp(n0 * lf), np.exp(s * lf), a_len)  # F^(n0+a*s)
             rows_b = _geometric_rows(np.ones(hi - lo), f[lo:hi], s)  # F^b
             weighted = (coef[:, None, lo:hi] * rows_b[None]).reshape(-1, hi - lo)
-            acc += rows_a @ weighted.T  # (a_len, r*s)
+            _add_products(acc, rows_a, weighted)  # acc += rows_a @ weighted.T, (a_len, r*s)
         block = acc.reshape(a_len, coef.shape[0], s).transpose(1, 0, 2).reshape(coef.shape[0], -1)
         out[:, n0 - 1 : n1 - 1] = block[:, :size]
         n0 = n1
@@ -344,11 +371,12 @@ def expected_max(
     mean, std = _curve(oriented, n_max, without_replacement)
     values_sorted = oriented if maximize else -oriented[::-1]
     n = np.arange(1, n_max + 1, dtype=np.int64)
+    mean = sign * mean
     for arr in (n, mean, std, values_sorted):
         arr.setflags(write=False)
     return ExpectedMax(
         n=n,
-        mean=sign * mean,
+        mean=mean,
         std=std,
         values_sorted=values_sorted,
         maximize=maximize,
@@ -410,12 +438,16 @@ def surrogate_expected_max(
     curves *= sign
     tail = 100.0 * (1.0 - level) / 2.0
     low, high = np.percentile(curves, [tail, 100.0 - tail], axis=0)
+    n = np.arange(1, n_max + 1, dtype=np.int64)
+    mean, within_std = curves.mean(axis=0), stds.mean(axis=0)
+    for arr in (n, mean, low, high, within_std):
+        arr.setflags(write=False)
     return SurrogateExpectedMax(
-        n=np.arange(1, n_max + 1, dtype=np.int64),
-        mean=curves.mean(axis=0),
+        n=n,
+        mean=mean,
         low=low,
         high=high,
-        within_std=stds.mean(axis=0),
+        within_std=within_std,
         level=float(level),
         n_samples=n_samples,
         n_points=n_points,

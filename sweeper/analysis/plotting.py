@@ -14,6 +14,7 @@ References:
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal
 
@@ -23,6 +24,8 @@ from numpy.typing import ArrayLike
 from sweeper.analysis.environment import summarize_conditions
 from sweeper.analysis.expected_max import ExpectedMax, SurrogateExpectedMax
 from sweeper.errors import MissingDependencyError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure

@@ -23,12 +23,15 @@ References:
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import ArrayLike
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
