@@ -243,7 +243,10 @@ class SweeperImpl:
                     failure_config=tune.FailureConfig(max_failures=int(ray_cfg.get("max_failures", 0))),
                 ),
             )
-            tuner.fit()
+            try:
+                tuner.fit()
+            finally:
+                recorder.writer.close()  # every queued MLflow write lands before the summary
             (sweep_dir / SEARCHER_STATE_FILE).write_text(json.dumps(searcher.get_state()), encoding="utf-8")
             return recorder, searcher
         finally:
@@ -309,10 +312,13 @@ class SweeperImpl:
         tracker.log_text(parent_run_id, text, RESULTS_FILE)
         tracker.log_text(parent_run_id, _trials_csv(records, self.metric), "trials.csv")
         too_many = searcher.policy.failure_budget_exceeded
+        lost = recorder.writer.failures
+        if lost:
+            log.error("%d MLflow write(s) failed; those records are incomplete:\n  %s", len(lost), "\n  ".join(lost))
         tracker.log(parent_run_id, metrics={
             f"best_{self.metric}": best.value if best else math.nan,
             "num_finished": len(finished), "num_failed": len(failed),
-        }, tags={"status": "FAILED" if too_many else "FINISHED"})
+        }, tags={"status": "FAILED" if too_many else "FINISHED", "mlflow_write_failures": len(lost)})
         tracker.finish(parent_run_id, "FAILED" if too_many else "FINISHED")
 
         from sweeper.recorder import format_params

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ray.tune import Callback
 
 from sweeper.searcher import TRIAL_KEY
+from sweeper.tracking import BackgroundWriter
 from sweeper.trial import (
     CONDITIONS_KEY,
     CONFIG_KEY,
@@ -45,7 +46,7 @@ class TrialRecord:
     phase: str
     batch: int
     params: dict[str, Any]
-    run_id: str
+    run_id: str | None = None  # set by the MLflow writer thread once the run exists
     status: str = "RUNNING"
     value: float = math.nan
     metrics: dict[str, float] = field(default_factory=dict)
@@ -78,36 +79,46 @@ class TrialRecorder(Callback):
         self.strategy = strategy
         self.records: dict[int, TrialRecord] = {}
         self._by_trial: dict[str, TrialRecord] = {}
+        self.writer = BackgroundWriter()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Tune pickles its callbacks into the experiment state; a thread does not pickle,
+        # and a restored sweep brings a recorder of its own.
+        return {**self.__dict__, "writer": None}
 
     # ---------------------------------------------------------------- Tune events
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         meta = trial.config[TRIAL_KEY]
         params = {k: v for k, v in trial.config.items() if k != TRIAL_KEY}
         index = int(meta["index"])
-        run_id = self.tracker.start_run(
-            f"trial-{index:04d}",
-            parent_run_id=self.parent_run_id,
-            params=params,
-            tags={
-                "trial_index": index,
-                "phase": meta["phase"],
-                "batch": meta["batch"],
-                "strategy": self.strategy,
-                "acquisition": meta.get("acquisition"),
-                "predicted_mean": meta.get("predicted_mean"),
-                "predicted_sd": meta.get("predicted_sd"),
-                "tune_trial_id": trial.trial_id,
-                "status": "RUNNING",
-            },
-        )
-        record = TrialRecord(index, meta["phase"], int(meta["batch"]), params, run_id)
+        record = TrialRecord(index, meta["phase"], int(meta["batch"]), params)
         self._by_trial[trial.trial_id] = record
+        tags = {
+            "trial_index": index,
+            "phase": meta["phase"],
+            "batch": meta["batch"],
+            "strategy": self.strategy,
+            "acquisition": meta.get("acquisition"),
+            "predicted_mean": meta.get("predicted_mean"),
+            "predicted_sd": meta.get("predicted_sd"),
+            "tune_trial_id": trial.trial_id,
+            "status": "RUNNING",
+        }
+
+        def start() -> None:
+            record.run_id = self.tracker.start_run(
+                f"trial-{index:04d}", parent_run_id=self.parent_run_id, params=params, tags=tags
+            )
+
+        self.writer.submit(f"creating the run of trial #{index}", start)
 
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict[str, Any],
                         **info: Any) -> None:
         record = self._by_trial.get(trial.trial_id)
         if record is not None and STEP_KEY in result:
-            self.tracker.log(record.run_id, metrics=result.get(STEP_METRICS_KEY, {}), step=int(result[STEP_KEY]))
+            metrics, step = result.get(STEP_METRICS_KEY, {}), int(result[STEP_KEY])
+            self.writer.submit(f"logging step {step} of trial #{record.index}",
+                               lambda: self.tracker.log(_run_id(record), metrics=metrics, step=step))
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         record = self._by_trial.pop(trial.trial_id, None)
@@ -124,8 +135,12 @@ class TrialRecorder(Callback):
         record = self._by_trial.pop(trial.trial_id, None)
         if record is not None:
             error = _tune_error(trial)
-            self.tracker.log(record.run_id, tags={"status": "FAILED", "error": f"retried: {error}"})
-            self.tracker.finish(record.run_id, "FAILED")
+
+            def close_attempt() -> None:
+                self.tracker.log(_run_id(record), tags={"status": "FAILED", "error": f"retried: {error}"})
+                self.tracker.finish(_run_id(record), "FAILED")
+
+            self.writer.submit(f"closing the failed attempt of trial #{record.index}", close_attempt)
             log.warning("trial #%d failed in its worker and is retried: %s", record.index, error)
 
     # ---------------------------------------------------------------- internals
@@ -140,21 +155,29 @@ class TrialRecorder(Callback):
         config_params = {k: v for k, v in result.get(CONFIG_KEY, {}).items() if k not in record.params}
         tags = {f"{k}": v for k, v in result.get(CONDITIONS_KEY, {}).items()}
         tags.update({"status": record.status, "duration_s": record.duration_s, "error": record.error})
-        self.tracker.log(
-            record.run_id,
-            params=config_params,
-            metrics={**record.metrics, "sweeper.duration_s": record.duration_s},
-            tags=tags,
-        )
-        if result.get(TRACEBACK_KEY):
-            self.tracker.log_text(record.run_id, result[TRACEBACK_KEY], "traceback.txt")
-        self.tracker.finish(record.run_id, "FINISHED" if record.status == "FINISHED" else "FAILED")
+        metrics = {**record.metrics, "sweeper.duration_s": record.duration_s}
+        traceback_text = result.get(TRACEBACK_KEY)
+
+        def close() -> None:
+            run_id = _run_id(record)
+            self.tracker.log(run_id, params=config_params, metrics=metrics, tags=tags)
+            if traceback_text:
+                self.tracker.log_text(run_id, traceback_text, "traceback.txt")
+            self.tracker.finish(run_id, "FINISHED" if record.status == "FINISHED" else "FAILED")
+
+        self.writer.submit(f"closing the run of trial #{record.index}", close)
         self.records[record.index] = record
         outcome = (f"{self.metric}={record.value:.6g}" if record.status == "FINISHED"
                    else f"FAILED: {record.error}")
         log.info("[%d/%d] #%d %s batch %d  %s  %s  (%.2f s)", len(self.records), self.num_trials,
                  record.index, record.phase, record.batch, format_params(record.params), outcome,
                  record.duration_s)
+
+
+def _run_id(record: TrialRecord) -> str:
+    if record.run_id is None:  # its creation failed (and was reported): nothing to write to
+        raise RuntimeError(f"trial #{record.index} has no MLflow run")
+    return record.run_id
 
 
 def _tune_error(trial: Trial) -> str:

@@ -19,7 +19,6 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from hydra.core.hydra_config import HydraConfig
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, run_job, setup_globals
 from hydra.types import HydraContext, TaskFunction
@@ -133,8 +132,7 @@ def _run_job(ctx: TrialContext, dim_overrides: list[str], index: int) -> JobRetu
     with open_dict(sweep_config):
         sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{index}"
         sweep_config.hydra.job.num = index
-    HydraConfig.instance().set_config(sweep_config)
-    return run_job(
+    return run_job(  # sets HydraConfig itself
         hydra_context=ctx.hydra_context,
         task_function=ctx.task_function,
         config=sweep_config,

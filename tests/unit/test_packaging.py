@@ -39,3 +39,4 @@ def test_console_script_answers() -> None:
     import sweeper
 
     assert out.stdout.strip() == sweeper.__version__
+

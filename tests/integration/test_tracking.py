@@ -1,0 +1,53 @@
+"""MLflowTracker and its background writer against a real SQLite store."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sweeper.tracking import BackgroundWriter, MLflowTracker, absolute_tracking_uri, clean_key, tracking_uri_problem
+
+pytestmark = pytest.mark.integration
+
+
+def test_background_writer_keeps_order_and_reports_failures() -> None:
+    writer = BackgroundWriter()
+    seen: list[int] = []
+    for i in range(50):
+        writer.submit(f"write {i}", lambda i=i: seen.append(i))
+    writer.submit("a broken write", lambda: 1 / 0)
+    writer.submit("after it", lambda: seen.append(50))
+    writer.close()
+    assert seen == list(range(51))
+    assert writer.failures == ["a broken write: ZeroDivisionError: division by zero"]
+
+
+def test_tracker_writes_nested_runs_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    tracker = MLflowTracker("sqlite:///records.db", "exp")
+    assert tracker.tracking_uri == f"sqlite:///{tmp_path / 'records.db'}"
+    parent = tracker.start_run("sweep", tags={"role": "sweep"})
+    params = {f"p{i}": i for i in range(250)}  # more than MLflow's 100 per call
+    child = tracker.start_run("trial-0000", parent_run_id=parent, params=params,
+                              tags={f"t{i}": i for i in range(150)})
+    tracker.log(child, metrics={"acc": 0.5, "nan": float("nan"), "text": "x", "flag": True},
+                tags={"host": "h", "skipped": None})
+    tracker.finish(child, "FAILED")
+    run = tracker.client.get_run(child)
+    assert run.info.status == "FAILED"
+    assert len(run.data.params) == 250 and run.data.params["p249"] == "249"
+    assert run.data.tags["sweeper.t149"] == "149" and run.data.tags["sweeper.host"] == "h"
+    assert "sweeper.skipped" not in run.data.tags
+    assert run.data.metrics == {"acc": 0.5}  # NaN, text and bools are not metrics
+    assert [r.info.run_id for r in tracker.child_runs(parent)] == [child]
+    assert tracker.ui_command() == f"mlflow ui --backend-store-uri sqlite:///{tmp_path / 'records.db'}"
+
+
+def test_uri_and_key_helpers() -> None:
+    assert absolute_tracking_uri("http://h:5000") == "http://h:5000"
+    assert absolute_tracking_uri("sqlite:////abs/x.db") == "sqlite:////abs/x.db"
+    assert tracking_uri_problem("sqlite:///mlruns.db") is None
+    assert tracking_uri_problem("http://") == "an http(s) tracking URI needs a host, e.g. http://127.0.0.1:5000"
+    assert "unknown scheme 'ftp'" in tracking_uri_problem("ftp://x")
+    assert clean_key("model@pkg+x") == "model_pkg_x"
