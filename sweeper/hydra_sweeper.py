@@ -28,6 +28,7 @@ from sweeper.conditions import capture_conditions
 from sweeper.errors import SweeperConfigError, TrialFailuresExceeded
 from sweeper.policy import PolicySettings
 from sweeper.grammar import parse_search_space
+from sweeper.outcome import SweepOutcome, format_params
 from sweeper.space import SearchSpace
 
 log = logging.getLogger(__name__)
@@ -288,51 +289,35 @@ class SweeperImpl:
     # ---------------------------------------------------------------- results
     def _finish(self, tracker: Any, parent_run_id: str, recorder: Any, searcher: Any, sweep_dir: Path,
                 settings: PolicySettings) -> None:
-        records = [recorder.records[i] for i in sorted(recorder.records)]
-        finished = [r for r in records if r.status == "FINISHED"]
-        failed = [r for r in records if r.status != "FINISHED"]
-        sign = 1.0 if settings.mode == "max" else -1.0
-        best = max(finished, key=lambda r: sign * r.value) if finished else None
-        results = {
-            "name": "multiverse",
-            "metric": self.metric,
-            "mode": settings.mode,
-            "best_trial": best.index if best else None,
-            "best_params": best.params if best else None,
-            "best_value": best.value if best else None,
-            "num_trials": len(records),
-            "num_finished": len(finished),
-            "num_failed": len(failed),
-            "failures": {r.index: r.error for r in failed},
-            "mlflow": {"tracking_uri": tracker.tracking_uri, "experiment": tracker.experiment_name,
-                       "parent_run_id": parent_run_id},
-        }
+        outcome = SweepOutcome([recorder.records[i] for i in sorted(recorder.records)], self.metric, settings.mode)
+        best = outcome.best
+        results = outcome.results(mlflow={"tracking_uri": tracker.tracking_uri, "experiment": tracker.experiment_name,
+                                          "parent_run_id": parent_run_id})
         text = OmegaConf.to_yaml(OmegaConf.create(results))
         (sweep_dir / RESULTS_FILE).write_text(text, encoding="utf-8")
         tracker.log_text(parent_run_id, text, RESULTS_FILE)
-        tracker.log_text(parent_run_id, _trials_csv(records, self.metric), "trials.csv")
+        tracker.log_text(parent_run_id, outcome.trials_csv(), "trials.csv")
         too_many = searcher.policy.failure_budget_exceeded
         lost = recorder.writer.failures
         if lost:
             log.error("%d MLflow write(s) failed; those records are incomplete:\n  %s", len(lost), "\n  ".join(lost))
         tracker.log(parent_run_id, metrics={
             f"best_{self.metric}": best.value if best else math.nan,
-            "num_finished": len(finished), "num_failed": len(failed),
+            "num_finished": len(outcome.finished), "num_failed": len(outcome.failed),
         }, tags={"status": "FAILED" if too_many else "FINISHED", "mlflow_write_failures": len(lost)})
         tracker.finish(parent_run_id, "FAILED" if too_many else "FINISHED")
 
-        from sweeper.recorder import format_params
-
         if best is not None:
             log.info("Best: trial #%d %s  %s=%.6g", best.index, format_params(best.params), self.metric, best.value)
-        log.info("Finished %d trials (%d failed). Results: %s", len(records), len(failed), sweep_dir / RESULTS_FILE)
+        log.info("Finished %d trials (%d failed). Results: %s", len(outcome.records), len(outcome.failed),
+                 sweep_dir / RESULTS_FILE)
         log.info("Browse them: %s", tracker.ui_command())
         if too_many:
-            lines = "\n".join(f"  #{r.index} {format_params(r.params)}: {r.error}" for r in failed)
             raise TrialFailuresExceeded(
-                f"{len(failed)} of {len(records)} trials failed, more than hydra.sweeper.max_failure_rate="
-                f"{self.max_failure_rate} of num_trials={settings.num_trials} allows; the sweep stopped early. "
-                f"Failures:\n{lines}\nEach failed run's traceback is in MLflow (artifact traceback.txt)."
+                f"{len(outcome.failed)} of {len(outcome.records)} trials failed, more than "
+                f"hydra.sweeper.max_failure_rate={self.max_failure_rate} of num_trials={settings.num_trials} allows; "
+                f"the sweep stopped early. Failures:\n{outcome.failure_lines()}\n"
+                f"Each failed run's traceback is in MLflow (artifact traceback.txt)."
             )
 
 
@@ -348,16 +333,3 @@ def _trial_dirname(trial: Any) -> str:
 
     return f"trial_{int(trial.config[TRIAL_KEY]['index']):04d}_{trial.trial_id}"
 
-
-def _trials_csv(records: list[Any], metric: str) -> str:
-    import csv
-    import io
-
-    names = sorted({k for r in records for k in r.params})
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["index", "phase", "batch", *names, metric, "status", "duration_s", "error"])
-    for r in records:
-        writer.writerow([r.index, r.phase, r.batch, *[r.params.get(n) for n in names], r.value, r.status,
-                         r.duration_s, r.error or ""])
-    return out.getvalue()

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
+from sweeper.outcome import TrialRecord, format_params
 from sweeper.searcher import TRIAL_KEY
 from sweeper.tracking import BackgroundWriter
 from sweeper.trial import (
@@ -36,27 +36,6 @@ if TYPE_CHECKING:
     from sweeper.tracking import MLflowTracker
 
 log = logging.getLogger(__name__)
-
-
-@dataclass
-class TrialRecord:
-    """What the sweep knows about one trial once it ended."""
-
-    index: int
-    phase: str
-    batch: int
-    params: dict[str, Any]
-    run_id: str | None = None  # set by the MLflow writer thread once the run exists
-    status: str = "RUNNING"
-    value: float = math.nan
-    metrics: dict[str, float] = field(default_factory=dict)
-    duration_s: float = math.nan
-    error: str | None = None
-
-
-def format_params(params: dict[str, Any]) -> str:
-    """``C=12.35 gamma=0.004121`` (4 significant digits for floats)."""
-    return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
 
 
 class TrialRecorder(Callback):

@@ -1,0 +1,89 @@
+"""What a sweep found: per-trial records, the best trial, failures, and their written forms.
+
+Pure bookkeeping (no Ray, no MLflow): the recorder fills :class:`TrialRecord` objects as
+trials end, and :class:`SweepOutcome` turns them into ``optimization_results.yaml``,
+``trials.csv`` and the failure summary.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class TrialRecord:
+    """What the sweep knows about one trial once it ended."""
+
+    index: int
+    phase: str
+    batch: int
+    params: dict[str, Any]
+    run_id: str | None = None  # set by the MLflow writer thread once the run exists
+    status: str = "RUNNING"
+    value: float = math.nan
+    metrics: dict[str, float] = field(default_factory=dict)
+    duration_s: float = math.nan
+    error: str | None = None
+
+
+def format_params(params: dict[str, Any]) -> str:
+    """``C=12.35 gamma=0.004121`` (4 significant digits for floats)."""
+    return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in params.items())
+
+
+@dataclass(frozen=True)
+class SweepOutcome:
+    """The ended trials of one sweep, in index order."""
+
+    records: list[TrialRecord]
+    metric: str
+    mode: str  # max | min
+
+    @property
+    def finished(self) -> list[TrialRecord]:
+        return [r for r in self.records if r.status == "FINISHED"]
+
+    @property
+    def failed(self) -> list[TrialRecord]:
+        return [r for r in self.records if r.status != "FINISHED"]
+
+    @property
+    def best(self) -> TrialRecord | None:
+        """The finished trial with the best value (the first of equals), or None."""
+        sign = 1.0 if self.mode == "max" else -1.0
+        return max(self.finished, key=lambda r: sign * r.value, default=None)
+
+    def results(self, **extra: Any) -> dict[str, Any]:
+        """The content of ``optimization_results.yaml`` (plus ``extra`` keys)."""
+        best = self.best
+        return {
+            "name": "multiverse",
+            "metric": self.metric,
+            "mode": self.mode,
+            "best_trial": best.index if best else None,
+            "best_params": best.params if best else None,
+            "best_value": best.value if best else None,
+            "num_trials": len(self.records),
+            "num_finished": len(self.finished),
+            "num_failed": len(self.failed),
+            "failures": {r.index: r.error for r in self.failed},
+            **extra,
+        }
+
+    def trials_csv(self) -> str:
+        """One row per trial: index, phase, batch, the point, the metric, status, duration, error."""
+        names = sorted({k for r in self.records for k in r.params})
+        out = io.StringIO()
+        writer = csv.writer(out)
+        writer.writerow(["index", "phase", "batch", *names, self.metric, "status", "duration_s", "error"])
+        for r in self.records:
+            writer.writerow([r.index, r.phase, r.batch, *[r.params.get(n) for n in names], r.value, r.status,
+                             r.duration_s, r.error or ""])
+        return out.getvalue()
+
+    def failure_lines(self) -> str:
+        return "\n".join(f"  #{r.index} {format_params(r.params)}: {r.error}" for r in self.failed)

@@ -1,0 +1,45 @@
+"""SweepOutcome: best trial by mode, failures, the written summaries."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+
+from sweeper.outcome import SweepOutcome, TrialRecord, format_params
+
+
+def records() -> list[TrialRecord]:
+    return [
+        TrialRecord(0, "sobol", 0, {"C": 1.0, "kernel": "rbf"}, status="FINISHED", value=0.90, duration_s=0.1),
+        TrialRecord(1, "sobol", 0, {"C": 10.0, "kernel": "rbf"}, status="FAILED", error="ValueError: boom"),
+        TrialRecord(2, "ivr", 1, {"C": 0.123456, "kernel": "lin"}, status="FINISHED", value=0.95, duration_s=0.2),
+        TrialRecord(3, "ivr", 1, {"C": 5.0, "kernel": "lin"}, status="FINISHED", value=0.80, duration_s=0.3),
+    ]
+
+
+def test_best_follows_the_mode() -> None:
+    assert SweepOutcome(records(), "acc", "max").best.index == 2
+    assert SweepOutcome(records(), "acc", "min").best.index == 3
+    assert SweepOutcome(records()[1:2], "acc", "max").best is None
+
+
+def test_results_count_and_name_failures() -> None:
+    results = SweepOutcome(records(), "acc", "max").results(mlflow={"parent_run_id": "abc"})
+    assert results["best_value"] == 0.95 and results["best_params"] == {"C": 0.123456, "kernel": "lin"}
+    assert (results["num_trials"], results["num_finished"], results["num_failed"]) == (4, 3, 1)
+    assert results["failures"] == {1: "ValueError: boom"}
+    assert results["mlflow"] == {"parent_run_id": "abc"}
+
+
+def test_trials_csv_has_one_row_per_trial() -> None:
+    rows = list(csv.DictReader(io.StringIO(SweepOutcome(records(), "acc", "max").trials_csv())))
+    assert [r["index"] for r in rows] == ["0", "1", "2", "3"]
+    assert rows[1]["status"] == "FAILED" and rows[1]["error"] == "ValueError: boom"
+    assert math.isnan(float(rows[1]["acc"])) and float(rows[2]["acc"]) == 0.95
+    assert rows[2]["kernel"] == "lin"
+
+
+def test_failure_lines_and_params_text() -> None:
+    assert SweepOutcome(records(), "acc", "max").failure_lines() == "  #1 C=10 kernel=rbf: ValueError: boom"
+    assert format_params({"C": 0.123456, "n": 3, "k": "rbf"}) == "C=0.1235 n=3 k=rbf"
