@@ -6,6 +6,7 @@ produced it, so both go at the top of every ``bench/results/<name>.md`` and into
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import platform
@@ -54,6 +55,14 @@ def machine() -> dict[str, Any]:
     return info
 
 
+def source_digest() -> str:
+    """A short hash of the sweeper's source (``sweeper/**/*.py``): which code was measured."""
+    h = hashlib.sha256()
+    for path in sorted((RESULTS_DIR.parents[1] / "sweeper").rglob("*.py")):
+        h.update(path.read_bytes())
+    return h.hexdigest()[:12]
+
+
 def command() -> str:
     """The command line that is running, as a user would type it."""
     return "python -m bench " + shlex.join(sys.argv[1:])
@@ -85,11 +94,11 @@ def write_results(name: str, markdown: str, raw: dict[str, Any]) -> Path:
         f"Machine: {m['cpu_model']}, {m['cpus_available']} of {m['cpu_count']} cores available, "
         f"load average {m['load_average_1_5_15']} at the end; Python {m['python']}; "
         + ", ".join(f"{k} {v}" for k, v in m["packages"].items())
-        + f"  \nDate: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}\n"
+        + f"  \nDate: {time.strftime('%Y-%m-%d %H:%M:%S %Z')}; sweeper source sha256 {source_digest()}\n"
     )
     text = f"## {name}\n\n{header}\n{markdown}\n"
     (RESULTS_DIR / f"{name}.md").write_text(text, encoding="utf-8")
-    payload = {"name": name, "command": command(), "machine": m, **raw}
+    payload = {"name": name, "command": command(), "machine": m, "sweeper_source_sha256": source_digest(), **raw}
     (RESULTS_DIR / f"{name}.json").write_text(json.dumps(payload, indent=2, default=str), encoding="utf-8")
     print(text)
     print(f"wrote {RESULTS_DIR / (name + '.md')} and {name}.json")

@@ -1,0 +1,417 @@
+"""Orchestration overhead per trial: the sweeper's Hydra command line against plain Ray Tune.
+
+Why: with a task that costs nothing, all of a trial's time is the machinery around it
+(Hydra composition and ``run_job``, the Ray actor, Tune's bookkeeping, MLflow records,
+the searcher). The issue's target is the sweeper within 1.5x of Ray Tune with
+``reuse_actors=True``, all-in.
+
+What, in one run, each variant ``--repeats`` times and in alternating order:
+
+1. **ours**: ``python bench/apps/trivial.py --multirun hydra/sweeper=multiverse ...`` in a
+   subprocess, ``strategy=sobol`` (no searcher cost), then ``strategy=ivr`` (n_initial 8,
+   batch_size 8). The span runs from the first trial's MLflow ``start_time`` to the last
+   trial's ``end_time`` (the recorder opens a run when Tune starts a trial and closes it
+   once the result is in; where it writes from a background thread, the span ends when
+   the last record is written), so Ray start-up and process start are left out;
+   per-trial overhead = span / N. The command's wall time is reported beside it.
+2. **Tune defaults**: ``bench/apps/tune_trivial.py``, plain ``tune.Tuner`` with the default
+   searcher and ``reuse_actors=False`` (TuneConfig's default in Ray 2.60), fresh Ray.
+3. **Tune reuse_actors=True**: the same with actors reused (as the sweeper does).
+   For both, the span is measured twice: inside the trainable (``time.time()`` at start
+   and end, read from the ResultGrid) and in the driver (a Tune callback at trial start
+   and completion: where our recorder writes, so the like-for-like comparison with 1).
+4. **MLflow SQLite alone**: the recorder's four calls per trial (create_run, two
+   log_batch with the same numbers of params, tags and metrics, set_terminated), median
+   over ``--mlflow-runs`` runs.
+
+Also: the searcher's own time for ``ivr`` (``MultiversePolicy`` alone, outside Ray, with
+the same settings and N, fed results as two concurrent workers would), and a cProfile of
+one trial run in this process the way a Ray worker runs it, without Tune (``--profile``
+runs only that).
+
+    python -m bench overhead                          # full: 200 trials, 3 repeats
+    python -m bench overhead --trials 20 --repeats 1  # smoke
+    python -m bench overhead --profile                # only the per-trial profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import json
+import os
+import pstats
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from bench.report import fmt, markdown_table, median, write_results
+
+APPS = Path(__file__).resolve().parent / "apps"
+EXPERIMENT = "bench-trivial"
+SPACE = {"x": "interval(0, 1)", "y": "interval(0, 1)"}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--trials", type=int, default=200, help="trials per sweep (default 200)")
+    parser.add_argument("--repeats", type=int, default=3, help="runs of each variant (default 3)")
+    parser.add_argument("--num-cpus", type=int, default=2, help="CPUs of the local Ray (default 2)")
+    parser.add_argument("--mlflow-runs", type=int, default=200, help="runs timed for MLflow alone (default 200)")
+    parser.add_argument("--profile-trials", type=int, default=50, help="trials in the cProfile (default 50)")
+    parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed per subprocess")
+    parser.add_argument("--profile", action="store_true", help="only profile one trial's time, no sweeps")
+    parser.add_argument("--smoke", action="store_true", help="20 trials, 1 repeat, 20 MLflow runs, 20 profiled")
+
+
+def run(args: argparse.Namespace) -> None:
+    if args.smoke:
+        args.trials, args.repeats, args.mlflow_runs, args.profile_trials = 20, 1, 20, 20
+    if args.profile:
+        prof = profile_trial(args.profile_trials)
+        write_results("overhead-profile", profile_markdown(prof), {"profile": prof})
+        return
+    variants = {
+        "ours sobol": lambda tmp: run_ours("sobol", args.trials, args.num_cpus, tmp, args.timeout),
+        "ours ivr": lambda tmp: run_ours("ivr", args.trials, args.num_cpus, tmp, args.timeout),
+        "Tune defaults (reuse_actors=False)": lambda tmp: run_tune(False, args.trials, args.num_cpus, tmp, args.timeout),
+        "Tune reuse_actors=True": lambda tmp: run_tune(True, args.trials, args.num_cpus, tmp, args.timeout),
+    }
+    raw: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
+    for r in range(args.repeats):
+        order = list(variants) if r % 2 == 0 else list(reversed(variants))  # alternate the order
+        for name in order:
+            with tempfile.TemporaryDirectory(prefix="bench-overhead-") as tmp:
+                print(f"[repeat {r + 1}/{args.repeats}] {name} ...", flush=True)
+                raw[name].append(variants[name](Path(tmp)))
+                print(f"    {_describe(raw[name][-1])}", flush=True)
+    with tempfile.TemporaryDirectory(prefix="bench-mlflow-") as tmp:
+        mlflow = mlflow_alone(args.mlflow_runs, Path(tmp), raw["ours sobol"][0]["trial_run_payload"])
+    searcher = searcher_time(args.trials, args.num_cpus)
+    prof = profile_trial(args.profile_trials)
+    md = overhead_markdown(raw, mlflow, searcher, args) + "\n\n" + profile_markdown(prof)
+    write_results("overhead", md, {"trials": args.trials, "repeats": args.repeats, "variants": raw,
+                                   "mlflow_alone": mlflow, "searcher": searcher, "profile": prof})
+
+
+# ---------------------------------------------------------------------- the variants
+def run_ours(strategy: str, n: int, num_cpus: int, tmp: Path, timeout: int) -> dict[str, Any]:
+    """One sweep through the real Hydra command line; the span from its MLflow child runs."""
+    uri = f"sqlite:///{tmp / 'mlruns.db'}"
+    cmd = [sys.executable, str(APPS / "trivial.py"), "--multirun", "hydra/sweeper=multiverse",
+           f"hydra.sweeper.strategy={strategy}", f"hydra.sweeper.num_trials={n}", f"ray.num_cpus={num_cpus}",
+           f"hydra.sweep.dir={tmp / 'sweep'}", f"mlflow.tracking_uri={uri}"]
+    if strategy == "ivr":
+        cmd += ["hydra.sweeper.n_initial=8", "hydra.sweeper.batch_size=8"]
+    launched, wall = _timed_subprocess(cmd, tmp, timeout)
+    spans, payload = _child_runs(uri)
+    return {**_span_stats(spans, n), "wall_s": wall, "startup_s": min(s for s, _ in spans) - launched,
+            "trial_run_payload": payload, "command": " ".join(cmd)}
+
+
+def run_tune(reuse_actors: bool, n: int, num_cpus: int, tmp: Path, timeout: int) -> dict[str, Any]:
+    """Plain Ray Tune on the trivial task in a fresh process; spans in the worker and the driver."""
+    out = tmp / "tune.json"
+    cmd = [sys.executable, str(APPS / "tune_trivial.py"), "--trials", str(n), "--num-cpus", str(num_cpus),
+           "--storage", str(tmp / "ray_results"), "--out", str(out)]
+    if reuse_actors:
+        cmd.append("--reuse-actors")
+    launched, wall = _timed_subprocess(cmd, tmp, timeout)
+    data = json.loads(out.read_text())
+    driver = _span_stats([tuple(t) for t in data["driver"]], n)
+    worker = _span_stats([tuple(t) for t in data["worker"]], n)
+    return {**driver, "worker_span_s": worker["span_s"], "worker_per_trial_ms": worker["per_trial_ms"],
+            "wall_s": wall, "startup_s": min(s for s, _ in data["driver"]) - launched,
+            "ray_init_s": data["t_ray_ready"] - data["t_process"], "command": " ".join(cmd)}
+
+
+def mlflow_alone(n_runs: int, tmp: Path, payload: dict[str, int]) -> dict[str, Any]:
+    """Median time of one trial's MLflow records in a SQLite store, as the recorder writes them.
+
+    The driver writes them one trial after another (in Tune's loop or in one writer
+    thread), so this bounds how many trials per second the records keep up with,
+    whatever the number of workers. ``payload`` gives the numbers of params, tags and metrics of a real trial run: params
+    and ten tags go in with the run's creation, the metrics and the other tags at its end.
+    """
+    from sweeper.tracking import MLflowTracker
+
+    tracker = MLflowTracker(f"sqlite:///{tmp / 'mlruns.db'}", "bench-mlflow")
+    parent = tracker.start_run("sweep", params={"strategy": "sobol"}, tags={"role": "sweep"})
+    n_tags = max(payload["tags"] - 2, 0)  # the run name and parent tags come with create_run
+    start_tags = {f"start_{i}": i for i in range(min(10, n_tags))}
+    end_tags = {f"end_{i}": f"value {i}" for i in range(n_tags - len(start_tags))}
+    metrics = {f"metric_{i}": 0.5 for i in range(payload["metrics"])}
+    parts: dict[str, list[float]] = {"start_run": [], "log": [], "finish": [], "total": []}
+    for i in range(n_runs):
+        params = {f"param_{k}": 0.1 * i for k in range(payload["params"])}
+        t0 = time.perf_counter()
+        run_id = tracker.start_run(f"trial-{i:04d}", parent_run_id=parent, params=params, tags=start_tags)
+        t1 = time.perf_counter()
+        tracker.log(run_id, metrics=metrics, tags=end_tags)
+        t2 = time.perf_counter()
+        tracker.finish(run_id)
+        t3 = time.perf_counter()
+        for key, seconds in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t3 - t0)):
+            parts[key].append(seconds)
+    total = parts["total"]
+    return {"runs": n_runs, "payload": payload, "median_ms": 1e3 * median(total), "min_ms": 1e3 * min(total),
+            "max_ms": 1e3 * max(total),
+            "median_ms_by_call": {k: 1e3 * median(v) for k, v in parts.items() if k != "total"}}
+
+
+def searcher_time(n: int, concurrency: int) -> dict[str, Any]:
+    """Time ``MultiversePolicy.ask`` for ``ivr`` (n_initial 8, batch 8), results arriving as from 2 workers.
+
+    As in Tune with ``concurrency`` trials running: ``concurrency`` asks, then for every
+    result one tell and one ask. GP fits, IVR batches and Sobol designs are timed
+    separately by wrapping the functions the policy calls. GPy is imported before timing
+    (the real driver pays that once, at its first GP ask).
+    """
+    import sweeper.policy as policy_module
+    from sweeper.policy import MultiversePolicy, PolicySettings
+    from sweeper.space import SearchSpace
+
+    policy_module.fit_gp([[0.0], [1.0]], [0.0, 1.0], seed=0, n_restarts=1)  # import GPy, untimed
+    spent: dict[str, list[float]] = {"fit_gp": [], "select_ivr_batch": [], "sobol_design": []}
+
+    def timed(name: str, fn: Any) -> Any:
+        def wrapper(*a: Any, **k: Any) -> Any:
+            t = time.perf_counter()
+            try:
+                return fn(*a, **k)
+            finally:
+                spent[name].append(time.perf_counter() - t)
+        return wrapper
+
+    originals = {name: getattr(policy_module, name) for name in spent}
+    for name, fn in originals.items():
+        setattr(policy_module, name, timed(name, fn))
+    try:
+        policy = MultiversePolicy(SearchSpace.from_specs(SPACE),
+                                  PolicySettings(strategy="ivr", num_trials=n, n_initial=8, batch_size=8, seed=0))
+        asks: list[float] = []
+
+        def ask() -> Any:
+            t = time.perf_counter()
+            s = policy.ask()
+            asks.append(time.perf_counter() - t)
+            return s
+
+        running = deque(s for s in (ask() for _ in range(concurrency)) if s is not None)
+        while running:
+            s = running.popleft()
+            policy.tell(s.index, 0.5 * s.x[0] + 0.25 * s.x[1])  # the trivial task's value
+            if not policy.is_finished and (nxt := ask()) is not None:
+                running.append(nxt)
+    finally:
+        for name, fn in originals.items():
+            setattr(policy_module, name, fn)
+    gp_asks = asks[8:]
+    return {"trials": n, "concurrency": concurrency, "total_s": sum(asks),
+            "median_gp_ask_ms": 1e3 * median(gp_asks), "max_ask_ms": 1e3 * max(asks),
+            "gp_fits": len(spent["fit_gp"]), "fit_s": sum(spent["fit_gp"]),
+            "ivr_batches": len(spent["select_ivr_batch"]), "ivr_s": sum(spent["select_ivr_batch"]),
+            "sobol_designs": len(spent["sobol_design"]), "sobol_s": sum(spent["sobol_design"])}
+
+
+# ---------------------------------------------------------------------- per-trial profile
+#: (label, file suffix, function) of the parts of one trial, by cumulative time.
+PROFILE_GROUPS = [
+    ("whole trial (run_trial)", "sweeper/trial.py", "run_trial"),
+    ("config composition (TrialComposer.compose)", "sweeper/compose.py", "compose"),
+    ("  of which Hydra's full composition (load_sweep_config)", "config_loader_impl.py", "load_sweep_config"),
+    ("Hydra run_job (incl. the task)", "hydra/core/utils.py", "run_job"),
+    ("  of which saving .hydra/*.yaml (_save_config)", "hydra/core/utils.py", "_save_config"),
+    ("  of which configure_log", "hydra/core/utils.py", "configure_log"),
+    ("  of which the task itself", "apps/trivial.py", "main"),
+    ("capture_conditions", "sweeper/conditions.py", "capture_conditions"),
+    ("  of which threadpool_info", "threadpoolctl.py", "threadpool_info"),
+    ("_flat_task_config", "sweeper/trial.py", "_flat_task_config"),
+    ("_ray_placement", "sweeper/trial.py", "_ray_placement"),
+    ("across the above: HydraConfig.set_config (copies the config)", "hydra/core/hydra_config.py", "set_config"),
+    ("across the above: DictConfig.__deepcopy__", "omegaconf/dictconfig.py", "__deepcopy__"),
+]
+
+
+def profile_trial(n: int) -> dict[str, Any]:
+    """Run ``n`` trials of the trivial app in this process, as a Ray worker does, under cProfile.
+
+    The trial context is built as the sweeper's driver builds it (``SweeperImpl``), and a
+    one-CPU Ray is started first, as in a worker (``ray.get_runtime_context()`` would
+    otherwise start one inside the first trial).
+    """
+    import ray
+    from hydra import initialize_config_dir
+    from hydra._internal.callbacks import Callbacks
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import HydraContext, RunMode
+
+    from sweeper.trial import run_trial
+
+    sys.path.insert(0, str(APPS))
+    import trivial  # bench/apps/trivial.py
+
+    tmp = tempfile.mkdtemp(prefix="bench-profile-")
+    cwd = os.getcwd()
+    started_ray = not ray.is_initialized()
+    if started_ray:
+        ray.init(num_cpus=1, include_dashboard=False, logging_level="WARNING")
+    try:
+        os.chdir(tmp)
+        with initialize_config_dir(config_dir=str(APPS / "conf"), version_base="1.3"):
+            loader = GlobalHydra.instance().config_loader()
+            cfg = loader.load_configuration("trivial", overrides=[f"hydra.sweep.dir={tmp}/sweep"],
+                                            run_mode=RunMode.MULTIRUN)
+            HydraConfig.instance().set_config(cfg)
+            ctx = _trial_context(HydraContext(loader, Callbacks(cfg)), cfg, trivial.main.__wrapped__)
+
+            def one(i: int) -> dict[str, Any]:
+                return run_trial(ctx, {"x": 0.3, "y": 0.4, "sweeper_trial": {"index": i}})
+
+            first = one(0)  # the first trial also reads what is cached per process (git, packages)
+            if first["sweeper_status"] != "FINISHED":
+                raise RuntimeError(f"the profiled trial failed: {first.get('sweeper_traceback')}")
+            t = time.perf_counter()
+            for i in range(1, n + 1):
+                one(i)
+            plain_ms = 1e3 * (time.perf_counter() - t) / n
+            profiler = cProfile.Profile()
+            profiler.enable()
+            for i in range(n + 1, 2 * n + 1):
+                one(i)
+            profiler.disable()
+    finally:
+        os.chdir(cwd)
+        shutil.rmtree(tmp, ignore_errors=True)
+        if started_ray:
+            ray.shutdown()
+    stats = pstats.Stats(profiler)
+    groups = []
+    for label, file_suffix, func in PROFILE_GROUPS:
+        ct = sum(v[3] for (f, _, name), v in stats.stats.items()  # type: ignore[attr-defined]
+                 if name == func and f.replace(os.sep, "/").endswith(file_suffix))
+        groups.append({"part": label, "ms_per_trial": 1e3 * ct / n})
+    out = io.StringIO()
+    pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(30)
+    top = "\n".join(line for line in out.getvalue().splitlines() if line.strip())
+    return {"trials": n, "unprofiled_ms_per_trial": plain_ms, "groups": groups, "top_cumulative": top}
+
+
+def _trial_context(hydra_context: Any, cfg: Any, task: Any) -> Any:
+    """The ``TrialContext`` the driver ships to workers, built by the same ``SweeperImpl`` steps."""
+    import dataclasses
+
+    from hydra.core.singleton import Singleton
+    from omegaconf import OmegaConf
+
+    from sweeper.hydra_sweeper import SweeperImpl
+    from sweeper.trial import TrialContext
+
+    impl = SweeperImpl(**OmegaConf.to_container(cfg.hydra.sweeper, resolve=True))  # type: ignore[arg-type]
+    impl.setup(hydra_context=hydra_context, task_function=task, config=cfg)
+    space, _ = impl._validate([])
+    fields = {f.name for f in dataclasses.fields(TrialContext)}
+    kwargs = {"hydra_context": hydra_context, "task_function": task, "singleton_state": Singleton.get_state(),
+              "space": space, "metric": impl.metric, "code_dir": str(APPS), "master_config": cfg}
+    if "composer" in fields:  # composition strategy decided in the driver (sweeper.compose)
+        kwargs["composer"] = impl._composer(space)
+    return TrialContext(**{k: v for k, v in kwargs.items() if k in fields})
+
+
+# ---------------------------------------------------------------------- helpers and tables
+def _timed_subprocess(cmd: list[str], cwd: Path, timeout: int) -> tuple[float, float]:
+    """Run ``cmd``; return (epoch time at launch, wall seconds). Raise with its output if it fails."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    launched, t = time.time(), time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return launched, wall
+
+
+def _child_runs(uri: str) -> tuple[list[tuple[float, float]], dict[str, int]]:
+    """(start, end) in epoch seconds of every trial run of the one sweep in ``uri``, and the
+    numbers of params, tags and metrics of the first."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    runs = client.search_runs([exp.experiment_id], max_results=50000)
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId")]
+    first = children[0].data
+    payload = {"params": len(first.params), "tags": len(first.tags), "metrics": len(first.metrics)}
+    return [(r.info.start_time / 1e3, r.info.end_time / 1e3) for r in children if r.info.end_time], payload
+
+
+def _span_stats(spans: list[tuple[float, float]], n: int) -> dict[str, Any]:
+    if len(spans) != n:
+        raise RuntimeError(f"expected {n} finished trials, found {len(spans)}")
+    span = max(e for _, e in spans) - min(s for s, _ in spans)
+    return {"trials": n, "span_s": span, "per_trial_ms": 1e3 * span / n}
+
+
+def _describe(result: dict[str, Any]) -> str:
+    return (f"{result['per_trial_ms']:.1f} ms/trial, span {result['span_s']:.2f} s, "
+            f"wall {result['wall_s']:.2f} s, start-up {result['startup_s']:.2f} s")
+
+
+def _med(results: list[dict[str, Any]], key: str) -> float:
+    return median([r[key] for r in results if key in r])
+
+
+def overhead_markdown(raw: dict[str, list[dict[str, Any]]], mlflow: dict[str, Any], searcher: dict[str, Any],
+                      args: argparse.Namespace) -> str:
+    rows = []
+    for name, results in raw.items():
+        rows.append([name, str(args.trials), fmt(_med(results, "per_trial_ms")),
+                     fmt(_med(results, "worker_per_trial_ms")), fmt(_med(results, "span_s")),
+                     fmt(_med(results, "startup_s")), fmt(_med(results, "wall_s"))])
+    table = markdown_table(
+        ["variant", "N", "ms/trial (driver span / N)", "ms/trial (in-worker span / N)", "span s",
+         "start-up s", "wall s"], rows)
+    ours, reuse = raw["ours sobol"], raw["Tune reuse_actors=True"]
+    default, ivr = raw["Tune defaults (reuse_actors=False)"], raw["ours ivr"]
+
+    def ratio(a: list[dict[str, Any]], b: list[dict[str, Any]], key: str) -> str:
+        return fmt(_med(a, key) / _med(b, key), 3) + "×"
+
+    ratios = markdown_table(["ratio (medians of this run)", "per trial", "wall"], [
+        ["ours (sobol) / Tune reuse_actors=True — target ≤ 1.5×", ratio(ours, reuse, "per_trial_ms"),
+         ratio(ours, reuse, "wall_s")],
+        ["Tune defaults / ours (sobol)", ratio(default, ours, "per_trial_ms"), ratio(default, ours, "wall_s")],
+        ["ours ivr / ours sobol", ratio(ivr, ours, "per_trial_ms"), ratio(ivr, ours, "wall_s")],
+    ])
+    extra = markdown_table(["measurement", "value"], [
+        ["MLflow SQLite alone: one trial's records (create_run, 2 log_batch, set_terminated; "
+         "{params} params, {tags} tags, {metrics} metrics as a real trial run)".format(**mlflow["payload"]),
+         f"{fmt(mlflow['median_ms'])} ms median of {mlflow['runs']} runs (min {fmt(mlflow['min_ms'])}, "
+         f"max {fmt(mlflow['max_ms'])}); by call: " + ", ".join(
+             f"{k} {fmt(v)} ms" for k, v in mlflow["median_ms_by_call"].items())],
+        ["ivr searcher alone (MultiversePolicy, N={}, 2 workers)".format(searcher["trials"]),
+         f"{fmt(searcher['total_s'])} s in ask = {fmt(1e3 * searcher['total_s'] / searcher['trials'])} ms/trial; "
+         f"{searcher['gp_fits']} GP fits ({fmt(searcher['fit_s'])} s), {searcher['ivr_batches']} IVR batches "
+         f"({fmt(searcher['ivr_s'])} s), {searcher['sobol_designs']} Sobol designs ({fmt(searcher['sobol_s'])} s); median GP ask {fmt(searcher['median_gp_ask_ms'])} ms, "
+         f"max {fmt(searcher['max_ask_ms'])} ms"],
+        ["ivr − sobol, per trial (driver span)", f"{fmt(_med(ivr, 'per_trial_ms') - _med(ours, 'per_trial_ms'))} ms"],
+    ])
+    note = (f"Medians of {args.repeats} run(s) per variant, {args.num_cpus} CPUs for Ray. Driver span: first "
+            "trial start to last trial end as the driver sees them (ours: MLflow child runs' start/end "
+            "times; Tune: a callback at on_trial_start/on_trial_complete). In-worker span: time.time() "
+            "inside the trainable. Start-up: launch of the command to the first trial's start.")
+    return f"### Per-trial overhead\n\n{note}\n\n{table}\n\n{ratios}\n\n{extra}"
+
+
+def profile_markdown(prof: dict[str, Any]) -> str:
+    rows = [[g["part"], fmt(g["ms_per_trial"])] for g in prof["groups"]]
+    table = markdown_table(["part of one trial (cProfile, cumulative)", "ms per trial"], rows)
+    return (f"### Where one trial's time goes (in process, as a Ray worker runs it; {prof['trials']} trials)\n\n"
+            f"Unprofiled: {fmt(prof['unprofiled_ms_per_trial'])} ms per trial. Under cProfile (inflated, "
+            f"use for shares):\n\n{table}\n\n<details><summary>top cumulative entries</summary>\n\n```\n"
+            f"{prof['top_cumulative']}\n```\n</details>")
