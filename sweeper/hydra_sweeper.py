@@ -329,7 +329,7 @@ def _fitting_trials(ray: Any, bundle: dict[str, float]) -> int:
 
 
 def _trial_dirname(trial: Any) -> str:
-    from sweeper.searcher import TRIAL_KEY
+    from sweeper.policy import TRIAL_KEY
 
     return f"trial_{int(trial.config[TRIAL_KEY]['index']):04d}_{trial.trial_id}"
 

@@ -48,6 +48,9 @@ from sweeper.space import SearchSpace
 
 log = logging.getLogger(__name__)
 
+#: Key of a trial's config that carries its suggestion's metadata (index, phase, batch, ...).
+TRIAL_KEY = "sweeper_trial"
+
 STRATEGIES = ("random", "sobol", "ivr", "ucb")
 GP_STRATEGIES = ("ivr", "ucb")
 STATE_VERSION = 1

@@ -10,11 +10,10 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
-from sweeper.policy import MultiversePolicy, PolicySettings, Suggestion
+from sweeper.policy import TRIAL_KEY, MultiversePolicy, PolicySettings, Suggestion
 from sweeper.space import SearchSpace
 
-#: Key of the trial config that carries the suggestion's metadata (index, phase, ...).
-TRIAL_KEY = "sweeper_trial"
+__all__ = ["TRIAL_KEY", "MultiverseSearch"]
 
 
 class MultiverseSearch(Searcher):

@@ -27,7 +27,7 @@ from omegaconf import OmegaConf, open_dict
 from sweeper.compose import TrialComposer
 from sweeper.conditions import capture_conditions
 from sweeper.metrics import reporting_to
-from sweeper.searcher import TRIAL_KEY
+from sweeper.policy import TRIAL_KEY
 from sweeper.space import SearchSpace
 
 # Keys of the result dict a trial returns to the driver.
