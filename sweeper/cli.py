@@ -2,6 +2,8 @@
 
     sweeper trials --experiment svm-breast-cancer            # the latest sweep's trials
     sweeper trials --experiment svm-breast-cancer --run ID   # a given sweep (parent run id)
+    sweeper report --experiment svm-breast-cancer            # report: ./report-svm-breast-cancer/, and in MLflow
+    sweeper report --experiment train --group-by model --filter "train_acc >= 0.99" --out report-train
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     trials.add_argument("--experiment", required=True, help="MLflow experiment name (mlflow.experiment_name)")
     trials.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help=f"default: {DEFAULT_TRACKING_URI}")
     trials.add_argument("--run", default=None, help="the sweep's parent run id (default: the latest sweep)")
+    _add_report_parser(sub)
     args = parser.parse_args(argv)
     if args.version:
         from sweeper import __version__
@@ -30,8 +33,64 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.command == "trials":
         return _trials(args.experiment, args.tracking_uri, args.run)
+    if args.command == "report":
+        return _report(args)
     parser.print_help()
     return 2
+
+
+def _add_report_parser(sub: Any) -> None:
+    report = sub.add_parser(
+        "report", help="write a sweep's report (expected max vs budget, QRA, environment statistics, checklist) "
+                       "and log it to MLflow",
+        description="Write report.md, report.html, figures and CSV/JSON of every number to --out, and log them as "
+                    "artifacts of the sweep's parent run under report/.")
+    report.add_argument("--experiment", required=True, help="MLflow experiment name (mlflow.experiment_name)")
+    report.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help=f"default: {DEFAULT_TRACKING_URI}")
+    report.add_argument("--run", default=None, help="the sweep's parent run id (default: the latest sweep)")
+    report.add_argument("--metric", default=None, help="the metric to report (default: the sweep's metric)")
+    report.add_argument("--mode", choices=("max", "min"), default=None, help="default: the sweep's mode")
+    report.add_argument("--group-by", default=None, metavar="PARAM",
+                        help="one expected-max curve per value of this param, e.g. model")
+    report.add_argument("--filter", default=None, metavar="EXPR",
+                        help='keep only finished trials satisfying "<metric> <op> <number>", e.g. "train_acc >= 0.99"'
+                             "; the others are marked filtered and left out of the statistics")
+    report.add_argument("--surrogate", choices=("auto", "always", "never"), default="auto",
+                        help="GP surrogate-based expected-max curve: auto = when the strategy is not random")
+    report.add_argument("--out", default=None, metavar="DIR", help="output folder (default: ./report-<experiment>)")
+    report.add_argument("--no-log", action="store_true", help="write the files only; log nothing to MLflow")
+
+
+def _report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sweeper.analysis.runs import SweepNotFoundError, load_sweep
+    from sweeper.report import FilterError, ReportError, build_report, log_report, parse_filter
+
+    try:
+        rule = parse_filter(args.filter) if args.filter is not None else None
+        records = load_sweep(args.experiment, args.tracking_uri, args.run)
+        out = Path(args.out or f"report-{args.experiment}").resolve()
+        surrogate = {"auto": None, "always": True, "never": False}[args.surrogate]
+        report = build_report(records, metric=args.metric, mode=args.mode, group_by=args.group_by,
+                              trial_filter=rule, out_dir=out, surrogate=surrogate)
+    except (SweepNotFoundError, FilterError, ReportError) as exc:
+        print(f"sweeper report: {exc}", file=sys.stderr)
+        return 1
+    print(f"Report of sweep {records.parent_run_id} ({len(records.trials)} trials of experiment "
+          f"{records.experiment!r}): {report.html}")
+    print(f"  also {report.markdown.name} and {len(report.files) - 2} figure/CSV/JSON files in {report.out_dir}")
+    if report.biased:
+        print(f"  note: the trials came from {report.strategy!r}, not random search: the empirical expected-max "
+              f"curve is biased; see the surrogate-based curve ({report.surrogate_note or 'computed'}).")
+    if not args.no_log:
+        from sweeper.tracking import MLflowTracker
+
+        tracker = MLflowTracker(records.tracking_uri, records.experiment)
+        written = log_report(report, tracker, records.parent_run_id)
+        print(f"Logged {len(written)} files to MLflow run {records.parent_run_id} under report/. Browse them:")
+        print(f"  {tracker.ui_command()}")
+    return 0
 
 
 def _trials(experiment: str, tracking_uri: str, run_id: str | None) -> int:

@@ -78,8 +78,10 @@ def _thread_conditions() -> dict[str, str]:
     except ImportError:  # pragma: no cover - threadpoolctl is a dependency
         return c
     for pool in threadpool_info():
-        # The library file's prefix tells apart e.g. numpy's and scipy's own OpenBLAS builds.
-        lib = pool.get("prefix") or pool.get("internal_api") or "unknown"
+        # numpy and scipy each ship an OpenBLAS with the same file prefix: name the library
+        # by the folder it was loaded from (numpy.libs -> numpy) and its API.
+        folder = Path(pool.get("filepath") or "").parent.name.removesuffix(".libs") or "system"
+        lib = f"{folder}.{pool.get('internal_api') or pool.get('prefix') or 'unknown'}"
         c[f"threads.{lib}"] = str(pool.get("num_threads"))
         if pool.get("version"):
             c[f"blas.{lib}.version"] = f"{pool.get('internal_api')} {pool['version']}"

@@ -42,6 +42,18 @@ def absolute_tracking_uri(uri: str) -> str:
     return uri
 
 
+def default_artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
+    """Artifacts of a SQLite store's experiment go next to the database file, not into the cwd.
+
+    (MLflow's default is ``./mlruns`` of whatever directory the sweep was launched from.)
+    None leaves other stores to MLflow (a tracking server decides for itself).
+    """
+    if not tracking_uri.startswith("sqlite:////"):
+        return None
+    db = Path(tracking_uri[len("sqlite:///"):])
+    return (db.parent / "mlruns" / clean_key(experiment_name).replace(" ", "_")).as_uri()
+
+
 def tracking_uri_problem(uri: str) -> str | None:
     """Say what is wrong with a tracking URI, or None if it looks usable."""
     parsed = urlparse(uri)
@@ -76,7 +88,9 @@ class MLflowTracker:
         self.tracking_uri = absolute_tracking_uri(tracking_uri)
         self.client = MlflowClient(self.tracking_uri)
         exp = self.client.get_experiment_by_name(experiment_name)
-        self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(experiment_name)
+        self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(
+            experiment_name, artifact_location=default_artifact_location(self.tracking_uri, experiment_name)
+        )
         self.experiment_name = experiment_name
 
     # -------------------------------------------------------------- runs

@@ -7,6 +7,8 @@ that need it, so importing this package costs only numpy.
 - :func:`expected_max`: expected best score vs. budget (Dodge et al. 2019).
 - :func:`qra`: coefficient of variation CV* of repeated measurements (Belz et al. 2022).
 - :func:`compare_conditions`: paired tests between environment conditions (Crane 2018).
+- :func:`load_sweep`: a sweep's records from MLflow as :class:`SweepRecords` (a pandas
+  trial table); MLflow and pandas are imported inside it only.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from sweeper.analysis.expected_max import (
     surrogate_expected_max,
 )
 from sweeper.analysis.qra import QRA, qra, qra_table
+from sweeper.analysis.runs import SweepNotFoundError, SweepRecords, load_sweep
 
 __all__ = [
     "QRA",
@@ -34,8 +37,11 @@ __all__ = [
     "ConditionSummary",
     "ExpectedMax",
     "SurrogateExpectedMax",
+    "SweepNotFoundError",
+    "SweepRecords",
     "compare_conditions",
     "expected_max",
+    "load_sweep",
     "qra",
     "qra_table",
     "summarize_conditions",

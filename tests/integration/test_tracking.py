@@ -51,3 +51,14 @@ def test_uri_and_key_helpers() -> None:
     assert tracking_uri_problem("http://") == "an http(s) tracking URI needs a host, e.g. http://127.0.0.1:5000"
     assert "unknown scheme 'ftp'" in tracking_uri_problem("ftp://x")
     assert clean_key("model@pkg+x") == "model_pkg_x"
+
+
+def test_sqlite_artifacts_sit_next_to_the_database(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    workdir = tmp_path / "elsewhere"
+    workdir.mkdir()
+    monkeypatch.chdir(workdir)
+    tracker = MLflowTracker(f"sqlite:///{tmp_path / 'records.db'}", "my exp")
+    run = tracker.start_run("r")
+    tracker.log_text(run, "hello", "note.txt")
+    assert (tmp_path / "mlruns" / "my_exp" / run / "artifacts" / "note.txt").read_text() == "hello"
+    assert not (workdir / "mlruns").exists()

@@ -1,0 +1,147 @@
+"""``sweeper report`` end to end: real sweeps through the Hydra command line, then the report command.
+
+Two sweeps, each run once for the module: a ``random`` sweep of the toy app (Branin, mode
+min), and a ``sobol`` sweep of the noisy app over ``env.seed x env.threads`` with the
+hyperparameters fixed (8 Sobol points over 4 x 2 choices are exactly the full factorial),
+which makes one QRA group of 8 measurements and 4 seed-paired threads comparisons.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweeper.analysis import compare_conditions, expected_max, qra
+from tests.conftest import REPO
+from tests.integration.conftest import TOY_APP, Sweep, run_cli
+
+pytestmark = pytest.mark.integration
+
+NOISY_APP = REPO / "tests" / "integration" / "apps" / "noisy.py"
+REPORT_FILES = ("report.md", "report.html", "expected_max.csv", "budget_to_reach.csv", "qra.csv", "conditions.csv",
+                "environment.csv", "failures.csv", "trials.csv", "summary.json", "expected_max_trials.png")
+
+
+def report_cli(sweep: Sweep, experiment: str, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "sweeper.cli", "report", "--experiment", experiment,
+           "--tracking-uri", sweep.tracking_uri, "--out", str(out), *args]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def random_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Sweep, subprocess.CompletedProcess[str], Path]:
+    tmp = tmp_path_factory.mktemp("random")
+    sweep = run_cli(TOY_APP, tmp, "hydra.sweeper.strategy=random", "hydra.sweeper.num_trials=12")
+    assert sweep.proc.returncode == 0, sweep.output
+    return sweep, report_cli(sweep, "toy", tmp / "report"), tmp / "report"
+
+
+@pytest.fixture(scope="module")
+def seed_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Sweep, subprocess.CompletedProcess[str], Path]:
+    tmp = tmp_path_factory.mktemp("seeds")
+    sweep = run_cli(NOISY_APP, tmp, "x=0.3", "y=0.6", "env.seed=choice(0,1,2,3)",
+                    "env.threads=choice(1,2)", "hydra.sweeper.strategy=sobol", "hydra.sweeper.num_trials=8")
+    assert sweep.proc.returncode == 0, sweep.output
+    return sweep, report_cli(sweep, "noisy", tmp / "report"), tmp / "report"
+
+
+def artifacts(sweep: Sweep, run_id: str) -> set[str]:
+    from mlflow.tracking import MlflowClient
+
+    return {Path(a.path).name for a in MlflowClient(sweep.tracking_uri).list_artifacts(run_id, "report")}
+
+
+def test_random_sweep_report_matches_the_api_and_is_in_mlflow(random_sweep) -> None:
+    sweep, proc, out = random_sweep
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert str(out / "report.html") in proc.stdout and "mlflow ui --backend-store-uri sqlite:///" in proc.stdout
+    for name in REPORT_FILES:
+        assert (out / name).exists(), name
+    parent, children = sweep.runs("toy")
+    logged = artifacts(sweep, parent.info.run_id)
+    assert {p.name for p in out.iterdir()} <= logged and set(REPORT_FILES) <= logged
+    # The CSV's curve is the API's, on the values MLflow holds (mode min: expected minimum).
+    values = [r.data.metrics["score"] for r in children]
+    durations = [r.data.metrics["sweeper.duration_s"] for r in children]
+    em = expected_max(values, durations_s=durations, maximize=False)
+    csv = pd.read_csv(out / "expected_max.csv")
+    assert csv["n"].tolist() == list(range(1, 13)) and set(csv["group"]) == {"all trials"}
+    np.testing.assert_allclose(csv["mean"], em.mean, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(csv["std"], em.std, rtol=0, atol=1e-9)
+    np.testing.assert_allclose(csv["budget_s"], em.budget_s, rtol=0, atol=1e-9)
+    text = (out / "report.md").read_text()
+    assert "Caution" not in text and "i.i.d." not in text.split("## ")[0]
+    assert "No two finished trials measured the same object" in text
+    assert len(pd.read_csv(out / "qra.csv")) == 0
+
+
+def test_seed_sweep_report_has_the_caution_qra_and_crane_statistics(seed_sweep) -> None:
+    sweep, proc, out = seed_sweep
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    parent, children = sweep.runs("noisy")
+    assert set(REPORT_FILES) | {"environment_env_threads.png"} <= artifacts(sweep, parent.info.run_id)
+    text = (out / "report.md").read_text()
+    top = text.split("## ")[0]
+    assert "**Caution: the empirical expected-max estimator assumes i.i.d. random draws" in top
+    assert "came from `sobol`" in top
+    assert "categorical dimension(s) env.seed, env.threads" in text  # why there is no surrogate curve
+
+    # QRA: all 8 trials measured one object (x, y fixed) under differing env.seed and env.threads.
+    scores = {int(r.data.tags["sweeper.trial_index"]): r.data.metrics["score"] for r in children}
+    row = pd.read_csv(out / "qra.csv").set_index("measurand").loc["score"]
+    expected = qra(list(scores.values()))
+    assert row["n"] == 8
+    for column, value in [("mean", expected.mean), ("std", expected.std), ("ci_low", expected.std_ci[0]),
+                          ("ci_high", expected.std_ci[1]), ("cv_star", expected.cv_star)]:
+        assert row[column] == pytest.approx(value, rel=0, abs=1e-9), column
+    conditions = pd.read_csv(out / "conditions.csv")
+    assert len(conditions) == 8 and {"env.seed", "env.threads"} <= set(conditions.columns)
+    assert sorted(zip(conditions["env.seed"], conditions["env.threads"])) == [(s, t) for s in range(4) for t in (1, 2)]
+
+    # Crane: threads 1 vs 2 paired on the seed.
+    by = {(int(r.data.params["env.seed"]), int(r.data.params["env.threads"])): r.data.metrics["score"]
+          for r in children}
+    a, b = [by[(s, 1)] for s in range(4)], [by[(s, 2)] for s in range(4)]
+    env = pd.read_csv(out / "environment.csv").iloc[0]
+    ref = compare_conditions(a, b)
+    assert env["condition"] == "env.threads" and env["n_pairs"] == 4
+    for column in ("mean_difference", "wilcoxon_p", "t_statistic", "t_p", "kendall_tau", "spearman_rho"):
+        assert env[column] == pytest.approx(getattr(ref, column), abs=1e-9), column
+    assert "![score under each value of env.threads](environment_env_threads.png)" in text
+    assert (out / "report.html").read_text().count("data:image/png;base64,") == len(list(out.glob("*.png")))
+
+
+def test_report_cli_errors_are_clear(seed_sweep, tmp_path: Path) -> None:
+    sweep, _, _ = seed_sweep
+    bad = report_cli(sweep, "noisy", tmp_path / "r", "--filter", "score => 0.9")
+    assert bad.returncode == 1
+    assert "invalid filter 'score => 0.9': expected \"<metric> <op> <number>\"" in bad.stderr
+    missing = report_cli(sweep, "nope", tmp_path / "r")
+    assert missing.returncode == 1 and "no experiment 'nope'" in missing.stderr and "noisy" in missing.stderr
+    assert not (tmp_path / "r").exists()
+
+
+def test_load_sweep_pages_through_every_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from bench.sweep_report import write_synthetic_sweep
+    from sweeper.analysis import runs
+
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    write_synthetic_sweep(uri, "paged", 3, repeats=0, strategy="random")  # an older sweep: not the latest
+    parent = write_synthetic_sweep(uri, "paged", 12, repeats=4, fail_rate=0.0)
+    monkeypatch.setattr(runs, "PAGE_SIZE", 5)  # 12 runs: three pages
+    records = runs.load_sweep("paged", uri)
+    assert records.parent_run_id == parent and records.strategy == "ivr" and records.metric == "score"
+    assert records.trials["index"].tolist() == list(range(12))
+    assert records.space is not None and records.space.names == ["x", "y"]
+    assert records.trials["param.env.threads"].dtype == np.int64
+    assert len(records.finished()) == 12 and len(records.failed()) == 0
+    child = records.trials["run_id"].iloc[0]
+    with pytest.raises(runs.SweepNotFoundError, match=f"it is a trial of sweep {parent}"):
+        runs.load_sweep("paged", uri, run_id=child)
+    with pytest.raises(runs.SweepNotFoundError, match="the file does not exist"):
+        runs.load_sweep("paged", f"sqlite:///{tmp_path / 'missing.db'}")

@@ -1,0 +1,292 @@
+"""Unit tests for the report's math (no MLflow, no Ray): surrogate curve, QRA groups, filters, pairing."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sweeper.analysis import compare_conditions, expected_max, qra
+from sweeper.analysis.runs import SweepRecords, trials_frame
+from sweeper.design import random_design
+from sweeper.policy import MultiversePolicy, PolicySettings
+from sweeper.report import FilterError, ReportError, build_report, parse_filter
+from sweeper.report.groups import paired_conditions, qra_groups
+from sweeper.report.sections import budget_grid
+from sweeper.report.surrogate import SurrogateUnavailable, surrogate_curve, unit_points
+from sweeper.space import SearchSpace
+
+SPACE = SearchSpace.from_dict({"dims": [
+    {"kind": "float", "name": "x", "low": 0.0, "high": 1.0},
+    {"kind": "float", "name": "y", "low": 0.0, "high": 2.0},
+]})
+
+
+def smooth(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    return 1 - (x - 0.3) ** 2 - (y / 2 - 0.6) ** 2 + 0.3 * np.sin(3 * x) * np.cos(y)
+
+
+def random_sweep(n: int, seed: int, strategy: str = "random") -> tuple[np.ndarray, np.ndarray, list[dict]]:
+    """A real ask/tell loop of MultiversePolicy, no Ray: unit points, scores, params."""
+    policy = MultiversePolicy(SPACE, PolicySettings(strategy=strategy, num_trials=n, seed=seed, batch_size=8))
+    points = []
+    while (s := policy.ask()) is not None:
+        value = float(smooth(np.array(s.params["x"]), np.array(s.params["y"])))
+        policy.tell(s.index, value)
+        points.append(s.params)
+    X = SPACE.to_unit(points)
+    return X, smooth(np.array([p["x"] for p in points]), np.array([p["y"] for p in points])), points
+
+
+@pytest.fixture(scope="module")
+def true_curve() -> np.ndarray:
+    U = random_design(200_000, 2, seed=99)
+    return smooth(U[:, 0], 2 * U[:, 1])
+
+
+# ---------------------------------------------------------------- surrogate curve
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_empirical_curve_of_a_random_sweep_lies_in_the_surrogate_band(seed: int) -> None:
+    """The brief's test. The band compared with an N-trial empirical curve must carry that curve's own
+    sampling error: N points per posterior sample, a fresh set for each (see sweeper.report.surrogate)."""
+    X, y, _ = random_sweep(40, seed)
+    sur = surrogate_curve(X, y, n_points=40, n_samples=200, n_point_sets=200, seed=0).curve
+    em = expected_max(y)
+    inside = (em.mean >= sur.low) & (em.mean <= sur.high)
+    assert inside.mean() >= 0.9, inside.mean()
+    assert np.all(np.abs(sur.mean - em.mean) <= (sur.high - sur.low))  # and the two means agree everywhere
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_report_surrogate_band_covers_the_true_random_search_curve(seed: int, true_curve: np.ndarray) -> None:
+    """With the report's settings (M = 1000 in 10 sets) the band holds the true curve of random search."""
+    X, y, _ = random_sweep(40, seed)
+    sur = surrogate_curve(X, y, n_samples=200, seed=0).curve
+    truth = expected_max(true_curve, n_max=40).mean
+    inside = (truth >= sur.low) & (truth <= sur.high)
+    assert inside.mean() >= 0.9, inside.mean()
+
+
+def test_surrogate_needs_a_continuous_space_and_enough_trials() -> None:
+    mixed = SearchSpace.from_dict({"dims": [{"kind": "float", "name": "x", "low": 0, "high": 1},
+                                            {"kind": "choice", "name": "model", "choices": ["a", "b"]}]})
+    with pytest.raises(SurrogateUnavailable, match="categorical dimension.*model"):
+        unit_points(mixed, [{"x": 0.5, "model": "a"}])
+    with pytest.raises(SurrogateUnavailable, match="could not be read"):
+        unit_points(None, [])
+    with pytest.raises(SurrogateUnavailable, match="outside"):
+        unit_points(SPACE, [{"x": 3.0, "y": 0.5}])
+    with pytest.raises(SurrogateUnavailable, match="at least 4"):
+        surrogate_curve(np.zeros((3, 2)), np.zeros(3))
+
+
+# ---------------------------------------------------------------- QRA groups
+def hand_made_trials() -> pd.DataFrame:
+    """Two objects measured under several conditions, plus two one-off trials."""
+    rows = [
+        # object lr=0.1, depth=2 under seeds 0..2 on two hosts
+        dict(index=0, lr=0.1, depth=2, seed=0, host="a", acc=0.80, loss=0.5),
+        dict(index=1, lr=0.1, depth=2, seed=1, host="a", acc=0.82, loss=0.4),
+        dict(index=2, lr=0.1, depth=2, seed=2, host="b", acc=0.81, loss=0.45),
+        # object lr=0.2, depth=2 under env.threads 1, 2 (same seed)
+        dict(index=3, lr=0.2, depth=2, seed=0, host="a", threads=1, acc=0.70, loss=0.6),
+        dict(index=4, lr=0.2, depth=2, seed=0, host="a", threads=2, acc=0.71, loss=0.6),
+        # singletons
+        dict(index=5, lr=0.3, depth=2, seed=0, host="a", acc=0.6, loss=0.7),
+        dict(index=6, lr=0.1, depth=3, seed=0, host="a", acc=0.6, loss=0.7),
+    ]
+    frame = pd.DataFrame({
+        "index": [r["index"] for r in rows], "run_id": [f"r{r['index']}" for r in rows],
+        "status": "FINISHED", "param.lr": [r["lr"] for r in rows], "param.depth": [r["depth"] for r in rows],
+        "param.env.seed": [r["seed"] for r in rows],
+        "param.env.threads": [r.get("threads", 1) for r in rows],
+        "metric.acc": [r["acc"] for r in rows], "metric.loss": [r["loss"] for r in rows],
+        "tag.host": [r["host"] for r in rows], "tag.seed": [str(r["seed"]) for r in rows],
+        "tag.pid": [str(100 + r["index"]) for r in rows], "tag.pkg.numpy": "2.4.6",
+    })
+    return frame
+
+
+def test_qra_groups_are_objects_measured_more_than_once() -> None:
+    groups = qra_groups(hand_made_trials(), ["acc", "loss"])
+    assert [g.table["index"].tolist() for g in groups] == [[0, 1, 2], [3, 4]]
+    first, second = groups
+    assert first.object == {"lr": 0.1, "depth": 2}
+    # Only conditions that vary within the group; the seed tag repeats env.seed, the pid is bookkeeping.
+    assert first.conditions == ["param.env.seed", "tag.host"]
+    assert list(first.table.columns) == ["index", "run_id", "env.seed", "host", "acc", "loss"]
+    assert first.table["host"].tolist() == ["a", "a", "b"]
+    assert second.conditions == ["param.env.threads"]
+    r = first.results["acc"]
+    expected = qra([0.80, 0.82, 0.81])
+    assert (r.n, r.mean, r.std, r.std_ci, r.cv_star) == (expected.n, expected.mean, expected.std, expected.std_ci,
+                                                         expected.cv_star)
+
+
+def test_qra_group_with_a_nonpositive_mean_says_why() -> None:
+    trials = hand_made_trials()
+    trials["metric.loss"] = -trials["metric.loss"]
+    group = qra_groups(trials, ["loss"])[0]
+    assert isinstance(group.results["loss"], str) and "scale_min" in group.results["loss"]
+
+
+def test_no_group_when_every_object_differs() -> None:
+    trials = hand_made_trials().iloc[[0, 3, 5, 6]]
+    assert qra_groups(trials, ["acc"]) == []
+
+
+def test_paired_conditions_match_scipy_through_compare_conditions() -> None:
+    rng = np.random.default_rng(0)
+    seeds = np.repeat(np.arange(6), 2)
+    threads = np.tile([1, 2], 6)
+    acc = 0.8 + 0.02 * rng.standard_normal(12)
+    trials = pd.DataFrame({"index": np.arange(12), "run_id": [f"r{i}" for i in range(12)], "status": "FINISHED",
+                           "param.lr": 0.1, "param.env.seed": seeds, "param.env.threads": threads,
+                           "metric.acc": acc})
+    comparisons, notes = paired_conditions(trials, "acc")
+    assert notes == [] and len(comparisons) == 1
+    p = comparisons[0]
+    assert p.condition == "env.threads" and p.values == (1, 2)
+    expected = compare_conditions(acc[threads == 1], acc[threads == 2], names=("env.threads=1", "env.threads=2"))
+    assert p.comparison == expected
+    # One seed only under threads=2: nothing to pair, and the note says what to do.
+    comparisons, notes = paired_conditions(trials.iloc[[0, 1, 2, 4]], "acc")
+    assert comparisons == [] and "only 1 pair" in notes[0]
+
+
+# ---------------------------------------------------------------- filters
+@pytest.mark.parametrize(("text", "metric", "op", "value"), [
+    ("train_acc >= 0.99", "train_acc", ">=", 0.99),
+    ("loss<0.5", "loss", "<", 0.5),
+    ("  val.f1 != -1e-3 ", "val.f1", "!=", -1e-3),
+    ("steps == 10", "steps", "==", 10.0),
+    ("a/b > .5", "a/b", ">", 0.5),
+    ("x <= +2", "x", "<=", 2.0),
+])
+def test_filter_parses(text: str, metric: str, op: str, value: float) -> None:
+    rule = parse_filter(text)
+    assert (rule.metric, rule.op, rule.value) == (metric, op, value)
+
+
+@pytest.mark.parametrize("text", ["train_acc => 0.99", "train_acc >= high", "0.99 <= train_acc", "train_acc",
+                                  "train_acc >= 0.99 and loss < 1", "", "train acc >= 0.9", "acc = 0.9"])
+def test_malformed_filter_names_the_expression_and_the_form(text: str) -> None:
+    with pytest.raises(FilterError) as err:
+        parse_filter(text)
+    message = str(err.value)
+    assert f"invalid filter {text!r}" in message
+    assert '"<metric> <op> <number>"' in message and ">=, >, <=, <, ==, !=" in message
+
+
+def test_filter_keeps_trials_where_the_rule_holds() -> None:
+    trials = pd.DataFrame({"metric.train_acc": [1.0, 0.98, np.nan, 0.99]})
+    assert parse_filter("train_acc >= 0.99").keep(trials).tolist() == [True, False, False, True]
+    with pytest.raises(FilterError, match=r"no trial has the metric 'acc'; the trials have \['train_acc'\]"):
+        parse_filter("acc > 0").keep(trials)
+
+
+def test_budget_grid() -> None:
+    assert budget_grid(1) == [1]
+    assert budget_grid(12) == [1, 2, 5, 10, 12]
+    assert budget_grid(100) == [1, 2, 5, 10, 20, 50, 100]
+
+
+# ---------------------------------------------------------------- the whole report, no MLflow
+class FakeRun:
+    """The parts of an MLflow Run that trials_frame reads."""
+
+    def __init__(self, i: int, params: dict, metrics: dict, tags: dict, status: str = "FINISHED") -> None:
+        self.info = type("Info", (), {"run_id": f"run{i}", "status": status, "start_time": 1_700_000_000_000 + i,
+                                      "end_time": 1_700_000_001_000 + i})()
+        self.data = type("Data", (), {"params": {k: repr(v) if isinstance(v, float) else str(v)
+                                                 for k, v in params.items()},
+                                      "metrics": metrics, "tags": tags})()
+
+
+def records_of(strategy: str, n: int = 24) -> SweepRecords:
+    _, y, points = random_sweep(n, 0, "random" if strategy == "random" else "sobol")
+    runs = []
+    for i, (p, v) in enumerate(zip(points, y)):
+        failed = i == 3
+        runs.append(FakeRun(i, {**p, "epochs": 5}, {} if failed else {"acc": float(v), "train_acc": min(1.0, v + .3),
+                                                                    "sweeper.duration_s": 1.0 + i % 3},
+                            {"sweeper.trial_index": str(i), "sweeper.phase": strategy, "sweeper.batch": "0",
+                             "sweeper.cpu.model": "Test CPU", "sweeper.pkg.numpy": "2.4.6",
+                             **({"sweeper.error": "ValueError: boom"} if failed else {})},
+                            "FAILED" if failed else "FINISHED"))
+    settings = {"strategy": strategy, "metric": "acc", "mode": "max", "seed": "0", "num_trials": str(n),
+                "space.x": "interval(0, 1)", "space.y": "interval(0, 2)"}
+    return SweepRecords(experiment="unit", tracking_uri="sqlite:///none.db", parent_run_id="parent",
+                        settings=settings, space=SPACE, metric="acc", mode="max", strategy=strategy,
+                        trials=trials_frame(runs))
+
+
+def test_report_of_a_sobol_sweep_is_honest_and_its_csv_equals_the_api(tmp_path: Path) -> None:
+    records = records_of("sobol")
+    report = build_report(records, out_dir=tmp_path, n_samples=50, n_point_sets=5)
+    text = report.markdown.read_text()
+    assert report.biased and "**Caution: the empirical expected-max estimator assumes i.i.d. random draws" in text
+    assert "came from `sobol`" in text.split("## ")[0]  # at the top, before the first section
+    assert report.surrogate is not None and (tmp_path / "surrogate_expected_max.png").exists()
+    finished = records.finished()
+    em = expected_max(finished["metric.acc"].to_numpy(), durations_s=finished["duration_s"].to_numpy())
+    csv = pd.read_csv(tmp_path / "expected_max.csv")
+    np.testing.assert_allclose(csv["mean"], em.mean, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(csv["std"], em.std, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(csv["budget_s"], em.budget_s, rtol=0, atol=1e-12)
+    html = report.html.read_text()
+    assert html.count("data:image/png;base64,") == len([f for f in report.files if f.suffix == ".png"])
+    assert "](expected_max_trials.png)" in text
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["trials"] == {"planned": "24", "run": 24, "kept": 23, "failed": 1, "filtered": 0}
+    assert "Hardware: GPU" in summary["not_recorded"]
+    failures = pd.read_csv(tmp_path / "failures.csv")
+    assert failures["index"].tolist() == [3] and failures["error"].tolist() == ["ValueError: boom"]
+
+
+def test_report_of_a_random_sweep_has_no_caution_and_a_filter_marks_trials(tmp_path: Path) -> None:
+    records = records_of("random")
+    report = build_report(records, out_dir=tmp_path, trial_filter="train_acc >= 1")
+    text = report.markdown.read_text()
+    assert not report.biased and "Caution" not in text and report.surrogate is None
+    trials = pd.read_csv(tmp_path / "trials.csv")
+    kept = trials[trials["kept"]]
+    assert (kept["metric.train_acc"] >= 1).all() and trials["filtered"].sum() == 23 - len(kept)
+    assert "Filter `train_acc >= 1`" in text
+    em = expected_max(kept["metric.acc"].to_numpy(), durations_s=kept["duration_s"].to_numpy())
+    np.testing.assert_allclose(pd.read_csv(tmp_path / "expected_max.csv")["mean"], em.mean, atol=1e-12)
+
+
+def test_report_errors_name_what_exists(tmp_path: Path) -> None:
+    records = records_of("random", n=8)
+    with pytest.raises(ReportError, match=r"no trial has the metric 'f1'; the trials have \['acc', 'train_acc'\]"):
+        build_report(records, metric="f1", out_dir=tmp_path)
+    with pytest.raises(ReportError, match=r"--group-by 'model'.*\['epochs', 'x', 'y'\]"):
+        build_report(records, group_by="model", out_dir=tmp_path)
+    with pytest.raises(FilterError, match="invalid filter"):
+        build_report(records, trial_filter="acc >> 1", out_dir=tmp_path)
+
+
+def test_trials_frame_parses_numbers_back() -> None:
+    frame = records_of("random", n=6).trials
+    assert frame["param.epochs"].dtype == np.int64 and frame["param.x"].dtype == np.float64
+    assert frame.loc[3, "status"] == "FAILED" and math.isnan(frame.loc[3, "duration_s"])
+    assert frame["index"].tolist() == list(range(6))
+    assert "metric.sweeper.duration_s" not in frame and frame.loc[0, "duration_s"] == 1.0
+
+
+def test_report_of_a_sweep_where_every_trial_failed(tmp_path: Path) -> None:
+    runs = [FakeRun(i, {"x": 0.5, "y": 1.0}, {}, {"sweeper.trial_index": str(i), "sweeper.error": f"E{i}"},
+                    "FAILED") for i in range(3)]
+    records = SweepRecords(experiment="unit", tracking_uri="sqlite:///none.db", parent_run_id="parent",
+                           settings={"strategy": "ivr", "metric": "acc", "mode": "max", "num_trials": "3"},
+                           space=SPACE, metric="acc", mode="max", strategy="ivr", trials=trials_frame(runs))
+    report = build_report(records, out_dir=tmp_path)
+    text = report.markdown.read_text()
+    assert "No finished trial counts." in text and "3 trial(s) failed" in text
+    assert report.surrogate is None and "only 0 finished trial(s)" in report.surrogate_note
+    assert pd.read_csv(tmp_path / "failures.csv")["error"].tolist() == ["E0", "E1", "E2"]
