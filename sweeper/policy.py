@@ -16,6 +16,11 @@ depends on inputs only, so conditioning on a pending point is exact for IVR, not
 heuristic; failed points are conditioned on the same way (so a crashing region is not
 re-sampled) but never enter the fit of the mean.
 
+The GP is fitted once per batch of ``batch_size`` points. Without ``deterministic``, a
+batch is planned at its first ask from whatever results are in by then, and its points are
+handed out as workers free up; the plan stays exact for IVR as the other results arrive,
+since they change no input the variance depends on.
+
 With ``deterministic=True`` the GP phase commits to whole batches of ``batch_size`` points,
 each computed only from the results of all earlier batches, so one seed yields the same
 points whatever order trials finish in and however many run at once. Every random choice
@@ -34,7 +39,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
@@ -149,14 +154,6 @@ class Suggestion:
     predicted_sd: float | None = None
 
 
-@dataclass
-class _Plan:
-    """Points chosen together, issued one per ask while the data they assume still hold."""
-
-    basis: tuple[int, ...]  # indices with results when the plan was made
-    points: list[Suggestion] = field(default_factory=list)
-
-
 class MultiversePolicy:
     """Ask/tell search over a :class:`~sweeper.space.SearchSpace` (no Ray, no Hydra).
 
@@ -178,9 +175,8 @@ class MultiversePolicy:
             raise SweeperConfigError(problems)
         self._suggestions: list[Suggestion] = []
         self._results: dict[int, float] = {}  # index -> value; NaN marks a failed trial
-        self._plan: _Plan | None = None
+        self._plan: list[Suggestion] = []  # the rest of the current batch, issued one per ask
         self._sobol: NDArray[np.float64] | None = None
-        self._warm_start: dict[str, Any] | None = None  # the last GP fit's hyperparameters
 
     # ------------------------------------------------------------------ public API
     @property
@@ -249,11 +245,7 @@ class MultiversePolicy:
             "settings": asdict(self.settings),
             "suggestions": [asdict(x) for x in self._suggestions],
             "results": {str(k): v for k, v in self._results.items()},
-            "gp_warm_start": self._warm_start,
-            "plan": None if self._plan is None else {
-                "basis": list(self._plan.basis),
-                "points": [asdict(x) for x in self._plan.points],
-            },
+            "plan": [asdict(x) for x in self._plan],
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -274,11 +266,7 @@ class MultiversePolicy:
             )
         self._suggestions = [_suggestion_from_dict(d) for d in state["suggestions"]]
         self._results = {int(k): float(v) for k, v in state["results"].items()}
-        self._warm_start = state.get("gp_warm_start")
-        plan = state.get("plan")
-        self._plan = None if plan is None else _Plan(
-            basis=tuple(plan["basis"]), points=[_suggestion_from_dict(d) for d in plan["points"]]
-        )
+        self._plan = [_suggestion_from_dict(d) for d in state["plan"]]
 
     # ------------------------------------------------------------------ internals
     def _batch_of(self, index: int) -> int:
@@ -316,64 +304,51 @@ class MultiversePolicy:
 
     def _gp_point(self, index: int) -> Suggestion | None:
         s = self.settings
-        done = tuple(sorted(self._results))
-        if self._plan is not None and self._plan.points and (
-            s.deterministic or self._plan.basis == done
-        ):
-            nxt = self._plan.points[0]
-            if nxt.index == index:
-                return self._plan.points.pop(0)
+        if self._plan and self._plan[0].index == index:
+            return self._plan.pop(0)
         batch = self._batch_of(index)
+        start = s.n_initial + (batch - 1) * s.batch_size
         if s.deterministic:
-            start = s.n_initial + (batch - 1) * s.batch_size
             if any(i not in self._results for i in range(start)):
                 return None  # this batch waits for every earlier result
-            basis: tuple[int, ...] = tuple(range(start))
-            size = min(s.batch_size, s.num_trials - start)
             stream = [s.seed, batch]
         else:
-            basis = done
-            size = min(s.batch_size, s.num_trials - index)
             stream = [s.seed, index]
-        points = self._plan_batch(index, basis, size, batch, stream)
+        points = self._plan_batch(index, min(start + s.batch_size, s.num_trials) - index, batch, stream)
         if not points:
             return self._design_point(index, "sobol")  # no usable GP: keep filling the space
-        self._plan = _Plan(basis=done, points=points[1:])
+        self._plan = points[1:]
         return points[0]
 
-    def _plan_batch(
-        self, first: int, basis: tuple[int, ...], size: int, batch: int, stream: list[int]
-    ) -> list[Suggestion]:
-        """Choose ``size`` points greedily, conditioning on everything asked so far."""
+    def _plan_batch(self, first: int, size: int, batch: int, stream: list[int]) -> list[Suggestion]:
+        """Choose the rest of a batch (``size`` points) greedily, conditioning on everything asked.
+
+        The GP is fitted once per batch, on every result in so far. Within the batch the
+        plan stays exact as results arrive: which points reduce the posterior variance most
+        depends on where points were asked, not on what they returned, and every asked
+        point is already conditioned on (for ``ucb`` this is GP-BUCB's batch rule).
+        """
         s = self.settings
         X_all = np.array([sg.x for sg in self._suggestions], dtype=np.float64).reshape(-1, self.space.d)
-        ok = [i for i in basis if not math.isnan(self._results[i])]
+        ok = [i for i in sorted(self._results) if not math.isnan(self._results[i])]
         if not ok:
             log.warning("no successful trial yet to fit the GP: trial #%d continues the Sobol design", first)
             return []
         y = np.array([self._results[i] for i in ok])
-        # Hyperparameters are fitted afresh, with every restart, at each batch boundary; a
-        # plan made mid-batch (asynchronous mode, as results trickle in) refits them from
-        # the last fit's optimum, which converges in a few iterations.
-        fresh = s.deterministic or self._warm_start is None or (first - s.n_initial) % s.batch_size == 0
         try:
-            gp = fit_gp(X_all[ok], y, seed=[*stream, _STREAM_GP], n_restarts=s.gp_restarts if fresh else 1,
-                        warm_start=None if fresh else self._warm_start)
+            gp = fit_gp(X_all[ok], y, seed=[*stream, _STREAM_GP], n_restarts=s.gp_restarts)
         except (RuntimeError, np.linalg.LinAlgError) as exc:
             log.warning("the GP fit failed (%s): trial #%d continues the Sobol design", exc, first)
             return []
-        self._warm_start = gp.hyperparameters()
         # Condition the variance on every point already asked: finished, failed and pending.
-        # (In deterministic mode only the basis has been asked when a batch is planned.)
-        X_cond = X_all
         cand = self.space.to_unit(
             self.space.from_unit(sobol_design(s.n_candidates, self.space.d, [*stream, _STREAM_CANDIDATES]))
         )
         if s.strategy == "ivr":
             X_mc = sobol_design(s.n_integration, self.space.d, [*stream, _STREAM_INTEGRATION])
-            pick = select_ivr_batch(gp, X_cond, cand, X_mc, size)
+            pick = select_ivr_batch(gp, X_all, cand, X_mc, size)
         else:
-            pick = select_ucb_batch(gp, X_cond, cand, size, s.ucb_beta, maximize=s.mode == "max")
+            pick = select_ucb_batch(gp, X_all, cand, size, s.ucb_beta, maximize=s.mode == "max")
         return [
             self._make(first + k, cand[i], s.strategy, batch, float(v), gp)
             for k, (i, v) in enumerate(zip(pick.indices, pick.values))
