@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -152,7 +152,7 @@ class GPFit:
         return int(self.lengthscales.shape[0])
 
     def hyperparameters(self) -> dict[str, Any]:
-        """The fitted hyperparameters as plain JSON-able values (``fit_gp``'s ``warm_start``)."""
+        """The fitted hyperparameters as plain JSON-able values (for reports and logs)."""
         return {
             "lengthscales": [float(v) for v in self.lengthscales],
             "variance": float(self.variance),
@@ -292,7 +292,6 @@ def fit_gp(
     n_restarts: int = 3,
     noise_floor: float = 1e-6,
     max_iters: int = 500,
-    warm_start: Mapping[str, Any] | None = None,
 ) -> GPFit:
     """Fit a Matern-5/2 ARD GP by maximum marginal likelihood with seeded restarts.
 
@@ -309,9 +308,6 @@ def fit_gp(
         n_restarts: Number of L-BFGS-B runs, ``>= 1``.
         noise_floor: Lower bound of the noise variance (standardised scale).
         max_iters: Iteration limit of each L-BFGS-B run.
-        warm_start: hyperparameters of an earlier fit (:meth:`GPFit.hyperparameters`)
-            to start restart 0 from instead of the default; refits as data arrive then
-            converge in a few iterations.
 
     Returns:
         The fit with the highest log marginal likelihood.
@@ -333,12 +329,6 @@ def fit_gp(
     noise0 = max(INIT_NOISE, noise_floor)
     # (lengthscales, kernel variance, noise) of each restart's starting point.
     starts = [(np.full(d, DEFAULT_LENGTHSCALE), INIT_VARIANCE, noise0)]
-    if warm_start is not None:
-        starts = [(
-            np.clip(np.asarray(warm_start["lengthscales"], dtype=np.float64), *LENGTHSCALE_BOUNDS),
-            float(np.clip(warm_start["variance"], *VARIANCE_BOUNDS)),
-            float(np.clip(warm_start["noise_variance"] - GPY_JITTER, noise_floor, NOISE_MAX)),
-        )]
     lo, hi = np.log(INIT_LENGTHSCALE_RANGE[0]), np.log(INIT_LENGTHSCALE_RANGE[1])
     starts += [(np.exp(rng.uniform(lo, hi, size=d)), INIT_VARIANCE, noise0) for _ in range(n_restarts - 1)]
 
