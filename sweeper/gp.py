@@ -327,10 +327,9 @@ def fit_gp(
     z = (y - y_mean) / y_std
 
     noise0 = max(INIT_NOISE, noise_floor)
-    # (lengthscales, kernel variance, noise) of each restart's starting point.
-    starts = [(np.full(d, DEFAULT_LENGTHSCALE), INIT_VARIANCE, noise0)]
+    starts = [np.full(d, DEFAULT_LENGTHSCALE)]
     lo, hi = np.log(INIT_LENGTHSCALE_RANGE[0]), np.log(INIT_LENGTHSCALE_RANGE[1])
-    starts += [(np.exp(rng.uniform(lo, hi, size=d)), INIT_VARIANCE, noise0) for _ in range(n_restarts - 1)]
+    starts += [np.exp(rng.uniform(lo, hi, size=d)) for _ in range(n_restarts - 1)]
 
     best: tuple[float, NDArray[np.float64], float, float] | None = None
     errors: list[str] = []
@@ -340,9 +339,9 @@ def fit_gp(
             model = _build_model(X, z, noise_floor)
         except np.linalg.LinAlgError as exc:
             raise RuntimeError(f"GP fit failed to start (n={n}, d={d}): {exc}") from exc
-        for i, (ls0, var0, noise_start) in enumerate(starts):
+        for i, ls0 in enumerate(starts):
             try:
-                _set_start(model, ls0, var0, noise_start)
+                _set_start(model, ls0, noise0)
                 if n > 1:
                     model.optimize(optimizer="lbfgsb", max_iters=max_iters, messages=False)
                 ll = float(model.log_likelihood())
@@ -390,11 +389,11 @@ def _build_model(X: NDArray[np.float64], z: NDArray[np.float64], noise_floor: fl
     return model
 
 
-def _set_start(model: Any, lengthscales: NDArray[np.float64], variance: float, noise: float) -> None:
+def _set_start(model: Any, lengthscales: NDArray[np.float64], noise: float) -> None:
     """Set a restart's starting hyperparameters with a single model update.
 
     Parameter order of a GPRegression: kernel variance, lengthscales, noise variance.
     (Setting them one by one would refactorise K three times; toggling
     ``update_model`` instead leaves paramz's cached optimizer array stale.)
     """
-    model[:] = np.concatenate([[variance], lengthscales, [noise]])
+    model[:] = np.concatenate([[INIT_VARIANCE], lengthscales, [noise]])
