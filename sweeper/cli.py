@@ -4,6 +4,8 @@
     sweeper trials --experiment svm-breast-cancer --run ID   # a given sweep (parent run id)
     sweeper report --experiment svm-breast-cancer            # report: ./report-svm-breast-cancer/, and in MLflow
     sweeper report --experiment train --group-by model --filter "train_acc >= 0.99" --out report-train
+    sweeper multiverse --experiment svm-breast-cancer          # GP maps, Bayes factors, sensitivity
+    sweeper multiverse --experiment train --filter "train_acc >= 0.99" --kernel rbf-ard
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     trials.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help=f"default: {DEFAULT_TRACKING_URI}")
     trials.add_argument("--run", default=None, help="the sweep's parent run id (default: the latest sweep)")
     _add_report_parser(sub)
+    _add_multiverse_parser(sub)
     args = parser.parse_args(argv)
     if args.version:
         from sweeper import __version__
@@ -35,6 +38,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _trials(args.experiment, args.tracking_uri, args.run)
     if args.command == "report":
         return _report(args)
+    if args.command == "multiverse":
+        return _multiverse(args)
     parser.print_help()
     return 2
 
@@ -90,6 +95,65 @@ def _report(args: argparse.Namespace) -> int:
         written = log_report(report, tracker, records.parent_run_id)
         print(f"Logged {len(written)} files to MLflow run {records.parent_run_id} under report/. Browse them:")
         print(f"  {tracker.ui_command()}")
+    return 0
+
+
+def _add_multiverse_parser(sub: Any) -> None:
+    from sweeper.kernels import KERNELS
+
+    p = sub.add_parser(
+        "multiverse", help="map a sweep with its GP: contour maps, Bayes-factor interaction tests, Sobol "
+                           "sensitivity, coregionalization matrices (Bell et al. 2022); logged to MLflow",
+        description="Write PNGs and the numbers behind them (CSV/JSON) to --out and log them as artifacts of the "
+                    "sweep's parent run under multiverse/<kernel>/.")
+    p.add_argument("--experiment", required=True, help="MLflow experiment name (mlflow.experiment_name)")
+    p.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help=f"default: {DEFAULT_TRACKING_URI}")
+    p.add_argument("--run", default=None, help="the sweep's parent run id (default: the latest sweep)")
+    p.add_argument("--metric", default=None, help="the metric to model (default: the sweep's metric)")
+    p.add_argument("--filter", default=None, metavar="EXPR",
+                   help='keep only finished trials satisfying "<metric> <op> <number>", e.g. "train_acc >= 0.99"; '
+                        "the others are drawn as crosses and left out of the fit")
+    p.add_argument("--kernel", choices=KERNELS, default="matern52-ard",
+                   help="stationary kernel over the continuous dims (refit with another to check robustness)")
+    p.add_argument("--others", choices=("centre", "marginal"), default="centre",
+                   help="in a map of two dims, the other continuous dims at their centre or averaged over them")
+    p.add_argument("--resolution", type=int, default=40, help="grid points per map axis (default 40)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the GP restarts and Monte Carlo estimates")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="output folder (default: ./multiverse-<experiment>-<kernel>)")
+    p.add_argument("--no-log", action="store_true", help="write the files only; log nothing to MLflow")
+
+
+def _multiverse(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from sweeper.analysis.runs import SweepNotFoundError, load_sweep
+    from sweeper.report import FilterError, ReportError
+    from sweeper.report.multiverse import build_multiverse, log_multiverse
+
+    try:
+        rule_text = args.filter
+        records = load_sweep(args.experiment, args.tracking_uri, args.run)
+        out = Path(args.out or f"multiverse-{args.experiment}-{args.kernel}").resolve()
+        report = build_multiverse(records, out_dir=out, metric=args.metric, trial_filter=rule_text,
+                                  kernel=args.kernel, others=args.others, resolution=args.resolution, seed=args.seed)
+    except (SweepNotFoundError, FilterError, ReportError) as exc:
+        print(f"sweeper multiverse: {exc}", file=sys.stderr)
+        return 1
+    s = report.summary
+    print(f"Multiverse analysis of sweep {records.parent_run_id} ({s['trials']['kept']} of {s['trials']['run']} "
+          f"trials modelled, kernel {args.kernel}): {report.out_dir}")
+    for row in s["interaction"].get("tests", []):
+        print(f"  interaction {row['dims']}: log10 K = {row['log10_K']:.2f} ({row['verdict']})")
+    for row in s["sensitivity"]:
+        print(f"  sensitivity {row['name']}: main {row['main']:.3f}, total {row['total']:.3f}")
+    if not args.no_log:
+        from sweeper.tracking import MLflowTracker
+
+        tracker = MLflowTracker(records.tracking_uri, records.experiment)
+        written = log_multiverse(report, tracker, records.parent_run_id)
+        print(f"Logged {len(written)} files to MLflow run {records.parent_run_id} under {report.artifact_dir}/. "
+              f"Browse them:\n  {tracker.ui_command()}")
     return 0
 
 

@@ -116,3 +116,35 @@ def random_design(n: int, d: int, seed: Seed = None) -> NDArray[np.float64]:
     """
     _check_shape(n, d)
     return as_generator(seed).random((n, d))
+
+
+def balance_categories(U: NDArray[np.float64], categories: dict[int, int], seed: Seed) -> NDArray[np.float64]:
+    """Give every combination of categories an equal share of the rows of a design.
+
+    The categorical columns of ``U`` (cell ``floor(u k)`` is the category) are replaced by
+    cell centres such that each of the ``prod k`` combinations appears ``floor(n / C)`` or
+    one more times, in a seeded random order. IMPORTANT: the order must be random, not
+    cyclic: the ``i``-th point of a Sobol sequence is structured in ``i`` (even indices
+    fill one half of the first axis), so a cyclic assignment would tie each combination to
+    a sub-region of the continuous dims. Used for the integration points of IVR, which
+    then averages over every combination with equal weight, and for its candidates.
+
+    Args:
+        U: Design in the unit cube, shape ``(n, d)``; not modified.
+        categories: Categorical columns -> number of categories.
+        seed: Seed of the order (see :func:`as_generator`).
+
+    Returns:
+        A copy of ``U`` with balanced categorical columns.
+    """
+    U = np.array(U, dtype=np.float64, copy=True)
+    if not categories or U.shape[0] == 0:
+        return U
+    columns = sorted(categories)
+    sizes = [int(categories[c]) for c in columns]
+    combos = np.resize(np.arange(int(np.prod(sizes))), U.shape[0])
+    as_generator(seed).shuffle(combos)
+    for c, k in zip(columns, sizes):
+        U[:, c] = (combos % k + 0.5) / k
+        combos = combos // k
+    return U

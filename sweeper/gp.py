@@ -22,9 +22,11 @@ References:
 
 from __future__ import annotations
 
+import functools
 import logging
+import operator
 import warnings
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,13 +35,16 @@ import scipy.linalg
 from numpy.typing import NDArray
 
 from sweeper.design import as_generator
+from sweeper.kernels import CategoryFactor, KernelTerm, category_index, kernel_family
 
 log = logging.getLogger(__name__)
 
-_SQRT5 = float(np.sqrt(5.0))
 # Hyperparameter boxes on the standardised scale, inputs in the unit cube.
 LENGTHSCALE_BOUNDS = (1e-3, 1e2)
 VARIANCE_BOUNDS = (1e-3, 1e2)
+# Coregionalization B = W Wᵀ + diag(kappa): W's entries and kappa, standardised scale.
+W_BOUNDS = (-10.0, 10.0)
+KAPPA_BOUNDS = (1e-6, 1e2)
 NOISE_MAX = 10.0
 # GPy's exact inference factorises K + (noise + 1e-8) I; GPFit.noise_variance includes it,
 # so that GPFit's posterior is exactly the posterior GPy maximised the likelihood of.
@@ -49,31 +54,8 @@ DEFAULT_LENGTHSCALE = 0.3
 INIT_LENGTHSCALE_RANGE = (0.05, 2.0)
 INIT_VARIANCE = 1.0
 INIT_NOISE = 1e-2
-
-
-def _matern52(
-    X1: NDArray[np.float64], X2: NDArray[np.float64], lengthscales: NDArray[np.float64],
-    variance: float,
-) -> NDArray[np.float64]:
-    """Matern-5/2 ARD covariance, ``(a, d), (b, d) -> (a, b)``."""
-    A = X1 / lengthscales
-    B = X2 / lengthscales
-    # In place: these matrices are (n_mc, n_cand) in the acquisition and dominate its time.
-    t = A @ B.T
-    t *= -2.0
-    t += np.einsum("ij,ij->i", A, A)[:, None]
-    t += np.einsum("ij,ij->i", B, B)[None, :]
-    np.maximum(t, 0.0, out=t)
-    np.sqrt(t, out=t)
-    t *= _SQRT5  # t = sqrt(5) r
-    e = np.exp(-t)
-    K = t * t
-    K *= 1.0 / 3.0
-    K += t
-    K += 1.0
-    K *= e
-    K *= variance  # s (1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r)
-    return K
+INIT_W = 0.5
+INIT_KAPPA = 0.5
 
 
 def cholesky_with_jitter(K: NDArray[np.float64], max_tries: int = 6) -> NDArray[np.float64]:
@@ -113,26 +95,27 @@ class GPFit:
     """A fitted GP: hyperparameters on the standardised scale plus its training data.
 
     Attributes:
-        lengthscales: ARD lengthscales in unit-cube coordinates, shape ``(d,)``.
-        variance: Kernel (signal) variance, standardised scale.
+        terms: The covariance, a sum of :class:`~sweeper.kernels.KernelTerm` (one term for
+            the shared kernel the sweeper searches with).
         noise_variance: Gaussian noise variance, standardised scale (for a fit from
             :func:`fit_gp`, GPy's likelihood variance plus the ``GPY_JITTER`` that GPy's
             exact inference adds to it).
         y_mean: Mean of the training outputs (original units).
         y_std: Standard deviation used to standardise (original units, > 0).
         log_likelihood: Log marginal likelihood of the standardised outputs.
-        X: Training inputs, shape ``(n, d)``.
+        X: Training inputs in the unit cube, shape ``(n, d)``.
         y: Training outputs in original units, shape ``(n,)``.
+        kernel_name: One of :data:`~sweeper.kernels.KERNELS`.
     """
 
-    lengthscales: NDArray[np.float64]
-    variance: float
+    terms: tuple[KernelTerm, ...]
     noise_variance: float
     y_mean: float
     y_std: float
     log_likelihood: float
     X: NDArray[np.float64]
     y: NDArray[np.float64]
+    kernel_name: str = "matern52-ard"
     _L: NDArray[np.float64] = field(init=False, repr=False, compare=False)
     _alpha: NDArray[np.float64] = field(init=False, repr=False, compare=False)
 
@@ -146,40 +129,72 @@ class GPFit:
         object.__setattr__(self, "_L", L)
         object.__setattr__(self, "_alpha", alpha)
 
+    @classmethod
+    def matern(
+        cls, lengthscales: NDArray[np.float64], variance: float, noise_variance: float, y_mean: float,
+        y_std: float, log_likelihood: float, X: NDArray[np.float64], y: NDArray[np.float64],
+    ) -> GPFit:
+        """A GP with one Matern-5/2 ARD term over every column and given hyperparameters."""
+        ls = np.asarray(lengthscales, dtype=np.float64)
+        term = KernelTerm(tuple(range(ls.shape[0])), ls, float(variance))
+        return cls((term,), noise_variance, y_mean, y_std, log_likelihood, X, y)
+
     @property
     def dim(self) -> int:
         """Input dimension ``d``."""
-        return int(self.lengthscales.shape[0])
+        return int(self.X.shape[1])
+
+    @property
+    def factors(self) -> tuple[CategoryFactor, ...]:
+        """Every coregionalization factor, in term order."""
+        return tuple(f for t in self.terms for f in t.factors)
+
+    def _plain_term(self) -> KernelTerm:
+        if len(self.terms) != 1 or self.terms[0].factors:
+            raise AttributeError("this GP's covariance is not one stationary kernel; read .terms instead")
+        return self.terms[0]
+
+    @property
+    def lengthscales(self) -> NDArray[np.float64]:
+        """Lengthscales of a GP whose covariance is one stationary term (AttributeError otherwise)."""
+        return self._plain_term().lengthscales
+
+    @property
+    def variance(self) -> float:
+        """Signal variance of a GP whose covariance is one stationary term (AttributeError otherwise)."""
+        return self._plain_term().variance
 
     def hyperparameters(self) -> dict[str, Any]:
         """The fitted hyperparameters as plain JSON-able values (for reports and logs)."""
-        return {
-            "lengthscales": [float(v) for v in self.lengthscales],
-            "variance": float(self.variance),
-            "noise_variance": float(self.noise_variance),
-        }
+        out: dict[str, Any] = {"kernel": self.kernel_name, "noise_variance": float(self.noise_variance)}
+        if len(self.terms) == 1 and not self.terms[0].factors:
+            out["lengthscales"] = [float(v) for v in self.terms[0].lengthscales]
+            out["variance"] = float(self.terms[0].variance)
+        else:
+            out["terms"] = [t.to_dict() for t in self.terms]
+        return out
 
     def kernel(self, X1: NDArray[np.float64], X2: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Evaluate the Matern-5/2 ARD covariance on the standardised scale.
-
-        ``k(x, x') = s (1 + sqrt(5) r + 5 r^2 / 3) exp(-sqrt(5) r)`` with
-        ``r^2 = sum_i (x_i - x'_i)^2 / l_i^2``, identical to ``GPy.kern.Matern52(ARD=True)``.
+        """Evaluate the covariance on the standardised scale, identical to the GPy model fitted.
 
         Args:
-            X1: Points, shape ``(a, d)``.
+            X1: Points in the unit cube, shape ``(a, d)``.
             X2: Points, shape ``(b, d)``.
 
         Returns:
             Covariance matrix, shape ``(a, b)``.
         """
-        return _matern52(
-            np.asarray(X1, dtype=np.float64), np.asarray(X2, dtype=np.float64),
-            self.lengthscales, self.variance,
-        )
+        X1 = np.asarray(X1, dtype=np.float64)
+        X2 = np.asarray(X2, dtype=np.float64)
+        K = self.terms[0](X1, X2)
+        for term in self.terms[1:]:
+            K += term(X1, X2)
+        return K
 
     def kernel_diag(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Prior variance at each point (the kernel is stationary), shape ``(a,)``."""
-        return np.full(np.asarray(X).shape[0], self.variance, dtype=np.float64)
+        """Prior variance at each point, shape ``(a,)`` (it varies with the category)."""
+        X = np.asarray(X, dtype=np.float64)
+        return np.sum([t.diag(X) for t in self.terms], axis=0)
 
     def predict(
         self, X: NDArray[np.float64]
@@ -198,7 +213,7 @@ class GPFit:
         Ks = self.kernel(self.X, X)  # (n, a)
         mean = Ks.T @ self._alpha
         V = scipy.linalg.solve_triangular(self._L, Ks, lower=True, check_finite=False)
-        var = np.maximum(self.variance - np.sum(V * V, axis=0), 0.0)
+        var = np.maximum(self.kernel_diag(X) - np.sum(V * V, axis=0), 0.0)
         return self.y_mean + self.y_std * mean, self.y_std * np.sqrt(var)
 
     def sample_posterior(
@@ -229,7 +244,7 @@ class GPFit:
 
         Example:
             >>> X = np.array([[0.1], [0.5], [0.9]])
-            >>> fit = GPFit(np.array([0.3]), 1.0, 1e-6, 0.0, 1.0, 0.0, X, np.array([0.0, 1.0, 0.0]))
+            >>> fit = GPFit.matern(np.array([0.3]), 1.0, 1e-6, 0.0, 1.0, 0.0, X, np.array([0.0, 1.0, 0.0]))
             >>> fit.sample_posterior(np.array([[0.2], [0.8]]), 4, seed=0).shape
             (4, 2)
         """
@@ -245,7 +260,7 @@ class GPFit:
         cov -= V.T @ V  # (a, a), standardised scale
         cov = 0.5 * (cov + cov.T)
         z = as_generator(seed).standard_normal((X.shape[0], int(n_samples)))  # (a, S)
-        root = _posterior_root(cov, self.variance)
+        root = _posterior_root(cov, float(np.mean(self.kernel_diag(X))))
         f = mean[:, None] + root @ z  # (a, S)
         return (self.y_mean + self.y_std * f).T
 
@@ -284,6 +299,28 @@ def _check_data(X: Any, y: Any) -> tuple[NDArray[np.float64], NDArray[np.float64
     return X, y
 
 
+@dataclass(frozen=True)
+class _TermLayout:
+    """Which columns a term's stationary part and factors act on (see :func:`_layout`)."""
+
+    continuous: tuple[int, ...]
+    categorical: tuple[tuple[int, int], ...]  # (column, number of categories)
+
+
+def _layout(
+    d: int, categories: Mapping[int, int], terms: Sequence[Sequence[int]] | None
+) -> list[_TermLayout]:
+    groups = [list(range(d))] if terms is None else [list(t) for t in terms]
+    flat = sorted(c for g in groups for c in g)
+    if flat != list(range(d)) or any(not g for g in groups):
+        raise ValueError(f"terms must split the columns 0..{d - 1} into non-empty groups; got {terms!r}")
+    for c, k in categories.items():
+        if not 0 <= c < d or int(k) < 2:
+            raise ValueError(f"categories maps a column in 0..{d - 1} to a count >= 2; got {c!r}: {k!r}")
+    return [_TermLayout(tuple(c for c in g if c not in categories),
+                        tuple((c, int(categories[c])) for c in g if c in categories)) for g in groups]
+
+
 def fit_gp(
     X: NDArray[np.float64],
     y: NDArray[np.float64],
@@ -292,14 +329,25 @@ def fit_gp(
     n_restarts: int = 3,
     noise_floor: float = 1e-6,
     max_iters: int = 500,
+    categories: Mapping[int, int] | None = None,
+    kernel: str = "matern52-ard",
+    terms: Sequence[Sequence[int]] | None = None,
+    rank: int = 1,
 ) -> GPFit:
-    """Fit a Matern-5/2 ARD GP by maximum marginal likelihood with seeded restarts.
+    """Fit a GP by maximum marginal likelihood with seeded restarts.
 
-    Restart 0 starts from lengthscale 0.3, variance 1, noise 1e-2; each further restart
-    draws its lengthscales log-uniformly in ``[0.05, 2]`` from ``seed`` (never from
-    numpy's global RNG, unlike GPy's ``optimize_restarts``), so the same data and seed
-    give bit-identical hyperparameters. A restart that fails numerically is skipped.
-    With ``n == 1`` there is nothing to learn: the starting hyperparameters are kept.
+    The covariance is a sum of terms (default: one term over every column); each is a
+    stationary kernel (``kernel``) over its continuous columns times an intrinsic
+    coregionalization factor ``B = W Wᵀ + diag(kappa)`` of rank ``rank`` for each of its
+    categorical columns (see :mod:`sweeper.kernels`). When a term has factors, its
+    stationary variance is fixed to 1: the factors carry the scale.
+
+    Restart 0 starts from lengthscale 0.3, variance 1, noise 1e-2, ``W = 0.5``, ``kappa
+    = 0.5``; each further restart draws its lengthscales log-uniformly in ``[0.05, 2]`` and
+    ``W`` normal with sd 0.5 from ``seed`` (never from numpy's global RNG, unlike GPy's
+    ``optimize_restarts``), so the same data and seed give bit-identical hyperparameters.
+    A restart that fails numerically is skipped. With ``n == 1`` there is nothing to
+    learn: the starting hyperparameters are kept.
 
     Args:
         X: Inputs in the unit cube, shape ``(n, d)``, ``n >= 1``.
@@ -308,6 +356,12 @@ def fit_gp(
         n_restarts: Number of L-BFGS-B runs, ``>= 1``.
         noise_floor: Lower bound of the noise variance (standardised scale).
         max_iters: Iteration limit of each L-BFGS-B run.
+        categories: Categorical columns: column -> number of categories ``k >= 2``;
+            the category of a coordinate ``u`` is ``floor(u k)``.
+        kernel: One of :data:`~sweeper.kernels.KERNELS`.
+        terms: Groups of columns, one additive term each, together every column once;
+            ``[[0], [1], ...]`` is the additive kernel of the interaction test.
+        rank: Rank of every ``W``, ``>= 1``.
 
     Returns:
         The fit with the highest log marginal likelihood.
@@ -321,27 +375,27 @@ def fit_gp(
         raise ValueError(f"n_restarts must be >= 1; got {n_restarts!r}")
     if not 0.0 < noise_floor < NOISE_MAX:
         raise ValueError(f"noise_floor must be in (0, {NOISE_MAX}); got {noise_floor!r}")
+    if rank < 1:
+        raise ValueError(f"rank must be >= 1; got {rank!r}")
+    family, ard = kernel_family(kernel)
+    layout = _layout(X.shape[1], dict(categories or {}), terms)
     rng = as_generator(seed)
     n, d = X.shape
     y_mean, y_std = _standardize(y)
     z = (y - y_mean) / y_std
 
-    noise0 = max(INIT_NOISE, noise_floor)
-    starts = [np.full(d, DEFAULT_LENGTHSCALE)]
-    lo, hi = np.log(INIT_LENGTHSCALE_RANGE[0]), np.log(INIT_LENGTHSCALE_RANGE[1])
-    starts += [np.exp(rng.uniform(lo, hi, size=d)) for _ in range(n_restarts - 1)]
-
-    best: tuple[float, NDArray[np.float64], float, float] | None = None
+    best: tuple[float, list[NDArray[np.float64]]] | None = None
     errors: list[str] = []
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")  # GPy/paramz warn on every overflow and re-constraint
         try:
-            model = _build_model(X, z, noise_floor)
+            model = _build_model(X, z, noise_floor, layout, family, ard, rank)
         except np.linalg.LinAlgError as exc:
             raise RuntimeError(f"GP fit failed to start (n={n}, d={d}): {exc}") from exc
-        for i, ls0 in enumerate(starts):
+        for i in range(n_restarts):
+            start = _start(layout, ard, rank, max(INIT_NOISE, noise_floor), rng if i else None)
             try:
-                _set_start(model, ls0, noise0)
+                model[:] = np.concatenate(start)
                 if n > 1:
                     model.optimize(optimizer="lbfgsb", max_iters=max_iters, messages=False)
                 ll = float(model.log_likelihood())
@@ -354,46 +408,97 @@ def fit_gp(
                 continue
             log.debug("GP restart %d: log likelihood %.4f", i, ll)
             if best is None or ll > best[0]:
-                best = (
-                    ll,
-                    np.array(model.kern.lengthscale.values, dtype=np.float64),
-                    float(model.kern.variance.values[0]),
-                    float(model.likelihood.variance.values[0]) + GPY_JITTER,
-                )
+                best = (ll, [np.array(p.values, dtype=np.float64) for p in model.flattened_parameters])
             if n == 1:
                 break  # nothing to optimise: every restart would give the same fit
     if best is None:
         raise RuntimeError(
             f"GP fit failed in all {n_restarts} restarts (n={n}, d={d}): " + "; ".join(errors)
         )
-    ll, lengthscales, variance, noise = best
+    ll, values = best
+    fitted_terms, noise = _read_terms(values, layout, family)
     return GPFit(
-        lengthscales=lengthscales, variance=variance, noise_variance=noise,
-        y_mean=y_mean, y_std=y_std, log_likelihood=ll, X=X.copy(), y=y.copy(),
+        terms=fitted_terms, noise_variance=noise + GPY_JITTER, y_mean=y_mean, y_std=y_std,
+        log_likelihood=ll, X=X.copy(), y=y.copy(), kernel_name=kernel,
     )
 
 
-def _build_model(X: NDArray[np.float64], z: NDArray[np.float64], noise_floor: float) -> Any:
-    """A bounded GPy ``GPRegression`` with a Matern-5/2 ARD kernel (lazy GPy import)."""
+def _build_model(
+    X: NDArray[np.float64], z: NDArray[np.float64], noise_floor: float, layout: list[_TermLayout],
+    family: str, ard: bool, rank: int,
+) -> Any:
+    """A bounded GPy ``GPRegression`` with the given terms (lazy GPy import).
+
+    GPy copies kernels when it combines them, so the fitted values are read back from
+    ``model.flattened_parameters``, whose order is the order built here: per term the
+    stationary variance and lengthscale(s), then ``W`` and ``kappa`` of each factor;
+    the noise variance last (see :func:`_start` and :func:`_read_terms`).
+    """
     import GPy
 
     # GPy announces every model construction at INFO ("initializing Y", ...): one line per
     # fit would drown the sweep's own console output.
     logging.getLogger("GP").setLevel(max(logging.getLogger("GP").getEffectiveLevel(), logging.WARNING))
-    kern = GPy.kern.Matern52(X.shape[1], ARD=True, lengthscale=DEFAULT_LENGTHSCALE)
-    noise = max(INIT_NOISE, noise_floor)
-    model = GPy.models.GPRegression(X, z[:, None], kernel=kern, noise_var=noise)
-    model.kern.lengthscale.constrain_bounded(*LENGTHSCALE_BOUNDS, warning=False)
-    model.kern.variance.constrain_bounded(*VARIANCE_BOUNDS, warning=False)
+    stationary = {"matern52": GPy.kern.Matern52, "rbf": GPy.kern.RBF}[family]
+    X_gpy = X.copy()
+    summands = []
+    for t, term in enumerate(layout):
+        parts = []
+        if term.continuous:
+            k = stationary(len(term.continuous), active_dims=list(term.continuous), ARD=ard,
+                           lengthscale=DEFAULT_LENGTHSCALE, name=f"t{t}_{family}")
+            k.lengthscale.constrain_bounded(*LENGTHSCALE_BOUNDS, warning=False)
+            if term.categorical:
+                k.variance.constrain_fixed(INIT_VARIANCE, warning=False)
+            else:
+                k.variance.constrain_bounded(*VARIANCE_BOUNDS, warning=False)
+            parts.append(k)
+        for c, n_cat in term.categorical:
+            X_gpy[:, c] = category_index(X[:, c], n_cat)
+            b = GPy.kern.Coregionalize(1, output_dim=n_cat, rank=rank, active_dims=[c],
+                                       W=np.full((n_cat, rank), INIT_W), kappa=np.full(n_cat, INIT_KAPPA),
+                                       name=f"t{t}_c{c}")
+            b.W.constrain_bounded(*W_BOUNDS, warning=False)
+            b.kappa.constrain_bounded(*KAPPA_BOUNDS, warning=False)
+            parts.append(b)
+        summands.append(functools.reduce(operator.mul, parts))
+    kern = functools.reduce(operator.add, summands)
+    model = GPy.models.GPRegression(X_gpy, z[:, None], kernel=kern, noise_var=max(INIT_NOISE, noise_floor))
     model.likelihood.variance.constrain_bounded(noise_floor, NOISE_MAX, warning=False)
     return model
 
 
-def _set_start(model: Any, lengthscales: NDArray[np.float64], noise: float) -> None:
-    """Set a restart's starting hyperparameters with a single model update.
+def _start(
+    layout: list[_TermLayout], ard: bool, rank: int, noise: float, rng: np.random.Generator | None
+) -> list[NDArray[np.float64]]:
+    """A restart's starting values in the order of ``model.flattened_parameters`` (None: restart 0)."""
+    lo, hi = np.log(INIT_LENGTHSCALE_RANGE[0]), np.log(INIT_LENGTHSCALE_RANGE[1])
+    values: list[NDArray[np.float64]] = []
+    for term in layout:
+        if term.continuous:
+            m = len(term.continuous) if ard else 1
+            ls = np.full(m, DEFAULT_LENGTHSCALE) if rng is None else np.exp(rng.uniform(lo, hi, size=m))
+            values += [np.array([INIT_VARIANCE]), ls]
+        for _, n_cat in term.categorical:
+            W = np.full(n_cat * rank, INIT_W) if rng is None else rng.normal(0.0, INIT_W, size=n_cat * rank)
+            values += [W, np.full(n_cat, INIT_KAPPA)]
+    return [*values, np.array([noise])]
 
-    Parameter order of a GPRegression: kernel variance, lengthscales, noise variance.
-    (Setting them one by one would refactorise K three times; toggling
-    ``update_model`` instead leaves paramz's cached optimizer array stale.)
-    """
-    model[:] = np.concatenate([[INIT_VARIANCE], lengthscales, [noise]])
+
+def _read_terms(
+    values: list[NDArray[np.float64]], layout: list[_TermLayout], family: str
+) -> tuple[tuple[KernelTerm, ...], float]:
+    """Fitted terms and noise variance from parameter values in the order of :func:`_start`."""
+    it = iter(values)
+    terms = []
+    for term in layout:
+        variance, ls = 1.0, np.zeros(0)
+        if term.continuous:
+            variance = float(next(it)[0])
+            ls = np.broadcast_to(next(it), (len(term.continuous),)).astype(np.float64)
+        factors = tuple(
+            CategoryFactor(c, next(it).reshape(n_cat, -1).copy(), next(it).copy()) for c, n_cat in term.categorical
+        )
+        terms.append(KernelTerm(term.continuous, ls, variance, factors, family))
+    noise = float(next(it)[0])
+    return tuple(terms), noise

@@ -214,6 +214,7 @@ class SweeperImpl:
         try:
             searcher = MultiverseSearch(space, metric=self.metric, **asdict(settings))
             recorder = TrialRecorder(tracker, parent_run_id, self.metric, settings.num_trials, settings.strategy)
+            searcher.policy.on_bayes_factor = recorder.log_bayes_factor
             ctx = TrialContext(
                 hydra_context=self.hydra_context,  # type: ignore[arg-type]
                 composer=composer,
@@ -291,13 +292,20 @@ class SweeperImpl:
                 settings: PolicySettings) -> None:
         outcome = SweepOutcome([recorder.records[i] for i in sorted(recorder.records)], self.metric, settings.mode)
         best = outcome.best
+        extra: dict[str, Any] = {}
+        if settings.stop_on_bayes_factor is not None:
+            extra["interaction_tests"] = [asdict(c) for c in searcher.policy.bayes_factors]
         results = outcome.results(mlflow={"tracking_uri": tracker.tracking_uri, "experiment": tracker.experiment_name,
-                                          "parent_run_id": parent_run_id})
+                                          "parent_run_id": parent_run_id}, **extra)
         text = OmegaConf.to_yaml(OmegaConf.create(results))
         (sweep_dir / RESULTS_FILE).write_text(text, encoding="utf-8")
         tracker.log_text(parent_run_id, text, RESULTS_FILE)
         tracker.log_text(parent_run_id, outcome.trials_csv(), "trials.csv")
         too_many = searcher.policy.failure_budget_exceeded
+        stop = searcher.policy.stopped_on_bayes_factor
+        if stop is not None:
+            tracker.log(parent_run_id, tags={"stopped_on_bayes_factor": f"log10 K = {stop.log10_K:.3f} after "
+                                                                      f"{stop.n} trials: {stop.verdict}"})
         lost = recorder.writer.failures
         if lost:
             log.error("%d MLflow write(s) failed; those records are incomplete:\n  %s", len(lost), "\n  ".join(lost))
@@ -309,6 +317,10 @@ class SweeperImpl:
 
         if best is not None:
             log.info("Best: trial #%d %s  %s=%.6g", best.index, format_params(best.params), self.metric, best.value)
+        if stop is not None:
+            log.info("Stopped early on a conclusive Bayes factor: log10 K = %.3f after %d trials (%s; "
+                     "hydra.sweeper.stop_on_bayes_factor=%g)", stop.log10_K, stop.n, stop.verdict,
+                     settings.stop_on_bayes_factor)
         log.info("Finished %d trials (%d failed). Results: %s", len(outcome.records), len(outcome.failed),
                  sweep_dir / RESULTS_FILE)
         log.info("Browse them: %s", tracker.ui_command())

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -46,9 +46,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sweeper.acquisition import select_ivr_batch, select_ucb_batch
-from sweeper.design import random_design, sobol_design
+from sweeper.design import balance_categories, random_design, sobol_design
 from sweeper.errors import SweeperConfigError
 from sweeper.gp import GPFit, fit_gp
+from sweeper.interaction import interaction_bayes_factor
+from sweeper.kernels import KERNELS
 from sweeper.space import SearchSpace
 
 log = logging.getLogger(__name__)
@@ -58,10 +60,29 @@ TRIAL_KEY = "sweeper_trial"
 
 STRATEGIES = ("random", "sobol", "ivr", "ucb")
 GP_STRATEGIES = ("ivr", "ucb")
-STATE_VERSION = 1
+STATE_VERSION = 2
+#: Fewest finished trials the interaction test of ``stop_on_bayes_factor`` is run on.
+MIN_BAYES_FACTOR_TRIALS = 4
 
 # Stream tags: independent random streams derived from the one seed.
-_STREAM_RANDOM, _STREAM_CANDIDATES, _STREAM_INTEGRATION, _STREAM_GP = 1, 2, 3, 4
+_STREAM_RANDOM, _STREAM_CANDIDATES, _STREAM_INTEGRATION, _STREAM_GP, _STREAM_BAYES = 1, 2, 3, 4, 5
+
+
+@dataclass(frozen=True)
+class BayesFactorCheck:
+    """One interaction test of ``stop_on_bayes_factor``, run when a batch was about to start.
+
+    Attributes:
+        batch: The batch about to start (its points were not handed out if the test stopped the sweep).
+        n: Finished trials the test used.
+        log10_K: ``log10`` of the Bayes factor additive / shared (eq. 8 of Bell et al.).
+        verdict: ``interaction``, ``no interaction`` or ``inconclusive`` at the sweep's threshold.
+    """
+
+    batch: int
+    n: int
+    log10_K: float
+    verdict: str
 
 
 @dataclass(frozen=True)
@@ -80,6 +101,9 @@ class PolicySettings:
     n_candidates: int = 2048
     n_integration: int = 1024
     gp_restarts: int = 3
+    kernel: str = "matern52-ard"
+    coregion_rank: int = 1
+    stop_on_bayes_factor: float | None = None
 
     def problems(self, space: SearchSpace | None, prefix: str = "") -> list[str]:
         """List every invalid setting, each naming ``prefix + key``, the value and a fix.
@@ -105,13 +129,6 @@ class PolicySettings:
             elif self.n_initial > self.num_trials:
                 bad("n_initial", f"the Sobol phase cannot be longer than num_trials={self.num_trials}",
                     min(8, self.num_trials))
-            categorical = [d.name for d in space.dims if d.is_categorical] if space else []
-            if categorical:
-                p.append(
-                    f"{prefix}strategy={self.strategy!r} cannot model the categorical dimension(s) "
-                    f"{', '.join(categorical)} yet (coregionalized GPs are not built yet). "
-                    f"Try {prefix}strategy=sobol or {prefix}strategy=random for spaces with choice(...)."
-                )
         if space is not None and space.d == 0:
             p.append(
                 "the search space has no dimension to search: give one in hydra.sweeper.params "
@@ -125,6 +142,17 @@ class PolicySettings:
             bad("n_integration", "the IVR integral needs at least 1 point", 1024)
         if self.gp_restarts < 1:
             bad("gp_restarts", "the GP needs at least 1 optimiser start", 3)
+        if self.kernel not in KERNELS:
+            bad("kernel", f"must be one of {', '.join(KERNELS)}", "matern52-ard")
+        if self.coregion_rank < 1:
+            bad("coregion_rank", "the coregionalization matrix W Wᵀ + diag(kappa) needs rank >= 1", 1)
+        if self.stop_on_bayes_factor is not None:
+            if not self.stop_on_bayes_factor > 1:
+                bad("stop_on_bayes_factor", "the sweep stops once K > T or K < 1/T, so T must be > 1", 10)
+            elif space is not None and space.d < 2:
+                p.append(f"{prefix}stop_on_bayes_factor={self.stop_on_bayes_factor!r} needs at least 2 "
+                         f"dimensions (it tests whether they interact); the space has {space.d}. "
+                         f"Try {prefix}stop_on_bayes_factor=null.")
         return p
 
 
@@ -177,6 +205,9 @@ class MultiversePolicy:
         self._results: dict[int, float] = {}  # index -> value; NaN marks a failed trial
         self._plan: list[Suggestion] = []  # the rest of the current batch, issued one per ask
         self._sobol: NDArray[np.float64] | None = None
+        self._bayes_factors: list[BayesFactorCheck] = []
+        #: Called with each :class:`BayesFactorCheck` as it is made (e.g. to log it to MLflow).
+        self.on_bayes_factor: Callable[[BayesFactorCheck], None] | None = None
 
     # ------------------------------------------------------------------ public API
     @property
@@ -204,9 +235,21 @@ class MultiversePolicy:
         return limit is not None and self.n_failed > limit
 
     @property
+    def bayes_factors(self) -> list[BayesFactorCheck]:
+        """Every interaction test made for ``stop_on_bayes_factor``, in batch order."""
+        return list(self._bayes_factors)
+
+    @property
+    def stopped_on_bayes_factor(self) -> BayesFactorCheck | None:
+        """The conclusive test that ended the sweep early, or None."""
+        last = self._bayes_factors[-1] if self._bayes_factors else None
+        return last if last is not None and last.verdict != "inconclusive" else None
+
+    @property
     def is_finished(self) -> bool:
-        """No more points will be handed out: all trials asked, or too many failed."""
-        return len(self._suggestions) >= self.settings.num_trials or self.failure_budget_exceeded
+        """No more points will be handed out: all trials asked, too many failed, or a conclusive K."""
+        return (len(self._suggestions) >= self.settings.num_trials or self.failure_budget_exceeded
+                or self.stopped_on_bayes_factor is not None)
 
     def ask(self) -> Suggestion | None:
         """Hand out the next trial, or None when there is none to give now.
@@ -218,6 +261,8 @@ class MultiversePolicy:
             return None
         index = len(self._suggestions)
         s = self.settings
+        if s.stop_on_bayes_factor is not None and self._starts_batch(index) and self._test_interaction(index):
+            return None
         if s.strategy == "random":
             suggestion = self._design_point(index, "random")
         elif s.strategy == "sobol" or index < s.n_initial:
@@ -246,6 +291,7 @@ class MultiversePolicy:
             "suggestions": [asdict(x) for x in self._suggestions],
             "results": {str(k): v for k, v in self._results.items()},
             "plan": [asdict(x) for x in self._plan],
+            "bayes_factors": [asdict(x) for x in self._bayes_factors],
         }
 
     def load_state_dict(self, state: Mapping[str, Any]) -> None:
@@ -267,6 +313,7 @@ class MultiversePolicy:
         self._suggestions = [_suggestion_from_dict(d) for d in state["suggestions"]]
         self._results = {int(k): float(v) for k, v in state["results"].items()}
         self._plan = [_suggestion_from_dict(d) for d in state["plan"]]
+        self._bayes_factors = [BayesFactorCheck(**d) for d in state["bayes_factors"]]
 
     # ------------------------------------------------------------------ internals
     def _batch_of(self, index: int) -> int:
@@ -274,6 +321,42 @@ class MultiversePolicy:
         if s.strategy in GP_STRATEGIES:
             return 0 if index < s.n_initial else 1 + (index - s.n_initial) // s.batch_size
         return index // s.batch_size
+
+    def _starts_batch(self, index: int) -> bool:
+        """Whether ``index`` opens a batch not yet tested (the Sobol design counts as batch 0)."""
+        batch = self._batch_of(index)
+        tested = self._bayes_factors[-1].batch if self._bayes_factors else 0
+        return index > 0 and batch > tested and batch != self._batch_of(index - 1)
+
+    def _test_interaction(self, index: int) -> bool:
+        """Run the interaction test before batch ``_batch_of(index)``; True if it ends the sweep.
+
+        Uses every finished result in so far (with ``deterministic``, a GP batch starts
+        only once every earlier result is in, so that is all of them).
+        """
+        s = self.settings
+        assert s.stop_on_bayes_factor is not None
+        batch = self._batch_of(index)
+        ok = [i for i in sorted(self._results) if not math.isnan(self._results[i])]
+        if len(ok) < MIN_BAYES_FACTOR_TRIALS:
+            log.info("interaction test before batch %d skipped: %d finished trial(s), fewer than %d",
+                     batch, len(ok), MIN_BAYES_FACTOR_TRIALS)
+            return False
+        X = np.array([self._suggestions[i].x for i in ok], dtype=np.float64)
+        y = np.array([self._results[i] for i in ok])
+        try:
+            bf = interaction_bayes_factor(X, y, categories=self.space.categories(), kernel=s.kernel,
+                                          seed=[s.seed, batch, _STREAM_BAYES], n_restarts=s.gp_restarts)
+        except (RuntimeError, np.linalg.LinAlgError) as exc:
+            log.warning("interaction test before batch %d failed (%s); the sweep goes on", batch, exc)
+            return False
+        check = BayesFactorCheck(batch, len(ok), float(bf.log10_K), bf.verdict(s.stop_on_bayes_factor))
+        self._bayes_factors.append(check)
+        log.info("interaction test after %d trials: log10 K = %.3f (%s at K threshold %g)", check.n,
+                 check.log10_K, check.verdict, s.stop_on_bayes_factor)
+        if self.on_bayes_factor is not None:
+            self.on_bayes_factor(check)
+        return check.verdict != "inconclusive"
 
     def _design_point(self, index: int, phase: str) -> Suggestion:
         s = self.settings
@@ -335,17 +418,21 @@ class MultiversePolicy:
             log.warning("no successful trial yet to fit the GP: trial #%d continues the Sobol design", first)
             return []
         y = np.array([self._results[i] for i in ok])
+        categories = self.space.categories()
         try:
-            gp = fit_gp(X_all[ok], y, seed=[*stream, _STREAM_GP], n_restarts=s.gp_restarts)
+            gp = fit_gp(X_all[ok], y, seed=[*stream, _STREAM_GP], n_restarts=s.gp_restarts,
+                        categories=categories, kernel=s.kernel, rank=s.coregion_rank)
         except (RuntimeError, np.linalg.LinAlgError) as exc:
             log.warning("the GP fit failed (%s): trial #%d continues the Sobol design", exc, first)
             return []
+        # Candidates and integration points give every category combination an equal share.
+        cand_stream = [*stream, _STREAM_CANDIDATES]
+        cand = balance_categories(sobol_design(s.n_candidates, self.space.d, cand_stream), categories, cand_stream)
+        cand = self.space.to_unit(self.space.from_unit(cand))
         # Condition the variance on every point already asked: finished, failed and pending.
-        cand = self.space.to_unit(
-            self.space.from_unit(sobol_design(s.n_candidates, self.space.d, [*stream, _STREAM_CANDIDATES]))
-        )
         if s.strategy == "ivr":
-            X_mc = sobol_design(s.n_integration, self.space.d, [*stream, _STREAM_INTEGRATION])
+            mc_stream = [*stream, _STREAM_INTEGRATION]
+            X_mc = balance_categories(sobol_design(s.n_integration, self.space.d, mc_stream), categories, mc_stream)
             pick = select_ivr_batch(gp, X_all, cand, X_mc, size)
         else:
             pick = select_ucb_batch(gp, X_all, cand, size, s.ucb_beta, maximize=s.mode == "max")

@@ -33,6 +33,7 @@ from sweeper.trial import (
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
 
+    from sweeper.policy import BayesFactorCheck
     from sweeper.tracking import MLflowTracker
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,14 @@ class TrialRecorder(Callback):
         # Tune pickles its callbacks into the experiment state; a thread does not pickle,
         # and a restored sweep brings a recorder of its own.
         return {**self.__dict__, "writer": None}
+
+    def log_bayes_factor(self, check: BayesFactorCheck) -> None:
+        """Log an interaction test of ``stop_on_bayes_factor`` on the sweep's run, step = the batch."""
+        def write() -> None:
+            self.tracker.log(self.parent_run_id, metrics={"interaction_log10_K": check.log10_K,
+                                                          "interaction_n": check.n}, step=check.batch)
+
+        self.writer.submit(f"interaction test before batch {check.batch}", write)
 
     # ---------------------------------------------------------------- Tune events
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:

@@ -324,6 +324,10 @@ class SearchSpace:
         """Whether any dimension is a :class:`ChoiceDim`."""
         return any(dim.is_categorical for dim in self.dims)
 
+    def categories(self) -> dict[int, int]:
+        """Categorical columns: column -> number of choices (cell ``floor(u k)`` is the choice)."""
+        return {i: len(dim.choices) for i, dim in enumerate(self.dims) if isinstance(dim, ChoiceDim)}
+
     def from_unit(self, X: ArrayLike) -> list[dict[str, Any]]:
         """Map unit-cube points ``X`` (n, d), or one point (d,), to parameter dicts."""
         X = np.asarray(X, dtype=np.float64)

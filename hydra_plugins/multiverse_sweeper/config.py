@@ -34,6 +34,9 @@ class MultiverseSweeperConf:
     n_candidates: int = 2048  # quasi-random candidates the acquisition is maximised over
     n_integration: int = 1024  # quasi-random Monte-Carlo points of the IVR integral
     gp_restarts: int = 3  # hyperparameter optimiser restarts per GP fit
+    kernel: str = "matern52-ard"  # matern52-ard | matern52 | rbf-ard | rbf (continuous dims)
+    coregion_rank: int = 1  # rank of W in each categorical dim's B = W W^T + diag(kappa)
+    stop_on_bayes_factor: Optional[float] = None  # T: stop once K > T or K < 1/T (interaction test)
 
 
 @dataclass

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +22,7 @@ from sweeper.analysis.qra import QRA
 from sweeper.report import sections
 from sweeper.report.checklist import ChecklistItem, fill_checklist
 from sweeper.report.document import Block, Heading, OutputDir, Paragraph, render_html, render_markdown
-from sweeper.report.filtering import TrialFilter, parse_filter
+from sweeper.report.filtering import TrialFilter, parse_filter, select_trials
 from sweeper.report.groups import PairedConditions, QRAGroup, paired_conditions, qra_groups
 from sweeper.report.surrogate import SurrogateCurve, SurrogateUnavailable, surrogate_curve, unit_points
 
@@ -138,10 +139,8 @@ def build_report(
         params = sorted(c[len("param."):] for c in trials.columns if c.startswith("param."))
         raise ReportError(f"--group-by {group_by!r}: no trial has that param; the trials have {params}.")
     rule = parse_filter(trial_filter) if isinstance(trial_filter, str) else trial_filter
-    finished_index = records.finished(metric).index
-    finished = trials.index.isin(finished_index)
-    passes = rule.keep(trials) if rule is not None else np.ones(len(trials), dtype=bool)
-    kept_mask, filtered_mask = finished & passes, finished & ~passes
+    selection = select_trials(records, metric, rule)
+    finished, kept_mask, filtered_mask = selection.finished, selection.kept, selection.filtered
     kept = trials[kept_mask]
     values = kept[f"metric.{metric}"].to_numpy(dtype=np.float64) if len(kept) else np.array([])
     out = OutputDir(out_dir)
@@ -158,7 +157,7 @@ def build_report(
         try:
             X = unit_points(records.space, [_point(row, records) for _, row in kept.iterrows()])
             sur = surrogate_curve(X, values, maximize=maximize, n_points=n_points, n_samples=n_samples,
-                                  n_point_sets=n_point_sets, seed=seed)
+                                  n_point_sets=n_point_sets, seed=seed, categories=records.space.categories())
         except SurrogateUnavailable as exc:
             sur_note = str(exc)
 
@@ -217,14 +216,18 @@ def log_report(report: Report, tracker: MLflowTracker, run_id: str | None = None
     Returns:
         The artifact paths written, e.g. ``["report/report.md", ...]``.
     """
-    run_id = run_id or report.summary["parent_run_id"]
+    return log_files(report.files, tracker, run_id or report.summary["parent_run_id"], ARTIFACT_DIR)
+
+
+def log_files(files: Sequence[Path], tracker: MLflowTracker, run_id: str, artifact_dir: str) -> list[str]:
+    """Log files as artifacts of ``run_id`` under ``artifact_dir``; return the artifact paths."""
     written = []
-    for path in report.files:
+    for path in files:
         if path.suffix == ".png":
-            tracker.client.log_artifact(run_id, str(path), ARTIFACT_DIR)
+            tracker.client.log_artifact(run_id, str(path), artifact_dir)
         else:
-            tracker.log_text(run_id, path.read_text(encoding="utf-8"), f"{ARTIFACT_DIR}/{path.name}")
-        written.append(f"{ARTIFACT_DIR}/{path.name}")
+            tracker.log_text(run_id, path.read_text(encoding="utf-8"), f"{artifact_dir}/{path.name}")
+        written.append(f"{artifact_dir}/{path.name}")
     return written
 
 

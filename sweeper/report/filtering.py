@@ -20,6 +20,8 @@ from numpy.typing import NDArray
 if TYPE_CHECKING:
     import pandas as pd
 
+    from sweeper.analysis.runs import SweepRecords
+
 OPERATORS: dict[str, Callable[[NDArray[np.float64], float], NDArray[np.bool_]]] = {
     ">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt, "==": operator.eq, "!=": operator.ne,
 }
@@ -83,3 +85,26 @@ def parse_filter(text: str) -> TrialFilter:
     metric, op, number = match.groups()
     value = float(number)
     return TrialFilter(metric=metric, op=op, value=value, text=text)
+
+
+@dataclass(frozen=True)
+class TrialSelection:
+    """Which rows of a sweep's trial table count: boolean masks, one entry per row.
+
+    Attributes:
+        finished: FINISHED with a finite value of the metric.
+        kept: Finished and satisfying the rule (all finished ones without a rule).
+        filtered: Finished but not satisfying the rule.
+    """
+
+    finished: NDArray[np.bool_]
+    kept: NDArray[np.bool_]
+    filtered: NDArray[np.bool_]
+
+
+def select_trials(records: SweepRecords, metric: str, rule: TrialFilter | None) -> TrialSelection:
+    """Split a sweep's trials into kept and filtered by ``rule`` (failed ones are in neither)."""
+    trials = records.trials
+    finished = np.asarray(trials.index.isin(records.finished(metric).index), dtype=bool)
+    passes = rule.keep(trials) if rule is not None else np.ones(len(trials), dtype=bool)
+    return TrialSelection(finished, finished & passes, finished & ~passes)

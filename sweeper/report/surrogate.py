@@ -23,8 +23,8 @@ all samples), both measured (``tests/unit/test_report_math.py``):
   (``n_point_sets=n_samples``): the band is then that of an ``N``-trial random sweep's
   empirical curve.
 
-Only spaces without categorical dimensions are modelled (one GP on the unit cube), as in
-the sweeper's own search; the GP is fitted on at most ``max_fit_points`` trials (a seeded
+Categorical dimensions are modelled by coregionalization, as in the sweeper's own search
+(the i.i.d. points draw every category with equal probability); the GP is fitted on at most ``max_fit_points`` trials (a seeded
 random subset beyond that), which keeps a 1,000-trial report within seconds.
 
 References:
@@ -86,11 +86,6 @@ def unit_points(space: SearchSpace | None, points: Sequence[Mapping[str, Any]]) 
                                    "artifact and no space.* params)")
     if space.d == 0:
         raise SurrogateUnavailable("the sweep has no search dimension (every override was fixed)")
-    if space.has_categorical:
-        names = [dim.name for dim in space.dims if dim.is_categorical]
-        raise SurrogateUnavailable(
-            f"the space has categorical dimension(s) {', '.join(names)}; the GP surrogate models only "
-            f"continuous, integer and range dimensions until coregionalized GPs land (issue 4)")
     try:
         return space.to_unit(points)
     except (KeyError, ValueError) as exc:
@@ -109,6 +104,7 @@ def surrogate_curve(
     seed: int = 0,
     max_fit_points: int = 300,
     level: float = 0.95,
+    categories: Mapping[int, int] | None = None,
 ) -> SurrogateCurve:
     """Fit the GP to ``(X, y)`` and compute the expected-max curve of random search under it.
 
@@ -123,6 +119,7 @@ def surrogate_curve(
         seed: Seeds the GP restarts, the points and the samples.
         max_fit_points: Largest number of trials the GP is fitted on.
         level: Coverage of the band.
+        categories: Categorical columns of ``X`` -> number of choices (see :func:`sweeper.gp.fit_gp`).
 
     Returns:
         A :class:`SurrogateCurve`.
@@ -146,7 +143,7 @@ def surrogate_curve(
     if n > max_fit_points:
         fit_index = np.sort(as_generator([seed, 3]).choice(n, size=max_fit_points, replace=False))
     try:
-        gp = fit_gp(X[fit_index], y[fit_index], seed=[seed, 0])
+        gp = fit_gp(X[fit_index], y[fit_index], seed=[seed, 0], categories=categories)
     except (RuntimeError, ValueError) as exc:
         raise SurrogateUnavailable(f"the GP fit failed: {exc}") from None
     counts = np.full(n_point_sets, n_samples // n_point_sets)

@@ -35,7 +35,7 @@ def fixed_gp(d: int, X: np.ndarray, lengthscale: float = 0.3, noise: float = 1e-
     y = np.sin(X.sum(axis=1)) if X.shape[0] else np.zeros(0)
     if X.shape[0] == 0:
         X, y = np.full((1, d), 0.5), np.zeros(1)
-    return GPFit(
+    return GPFit.matern(
         lengthscales=np.full(d, lengthscale), variance=1.0, noise_variance=noise,
         y_mean=0.0, y_std=1.0, log_likelihood=0.0, X=X, y=y,
     )

@@ -19,7 +19,7 @@ def smooth_2d(X: np.ndarray) -> np.ndarray:
 
 def make_fit(lengthscales: np.ndarray, variance: float, noise: float, X: np.ndarray,
              y: np.ndarray) -> GPFit:
-    return GPFit(
+    return GPFit.matern(
         lengthscales=np.asarray(lengthscales, dtype=np.float64), variance=variance,
         noise_variance=noise, y_mean=float(np.mean(y)), y_std=float(np.std(y)) or 1.0,
         log_likelihood=0.0, X=X, y=y,

@@ -18,7 +18,7 @@ def fit() -> GPFit:
     # Fixed hyperparameters (no GPy): the test is about sampling, not fitting.
     X = sobol_design(12, 2, seed=1)
     y = smooth_2d(X)
-    return GPFit(lengthscales=np.array([0.4, 0.6]), variance=1.0, noise_variance=1e-4,
+    return GPFit.matern(lengthscales=np.array([0.4, 0.6]), variance=1.0, noise_variance=1e-4,
                  y_mean=float(y.mean()), y_std=float(y.std()), log_likelihood=0.0, X=X, y=y)
 
 

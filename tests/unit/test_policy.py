@@ -219,17 +219,14 @@ def test_categorical_dims_work_in_sobol_and_visit_every_category() -> None:
         (dict(n_candidates=0), r"n_candidates=0 is invalid"),
         (dict(n_integration=0), r"n_integration=0 is invalid"),
         (dict(gp_restarts=0), r"gp_restarts=0 is invalid"),
+        (dict(kernel="linear"), r"kernel='linear' is invalid: must be one of matern52-ard"),
+        (dict(coregion_rank=0), r"coregion_rank=0 is invalid"),
+        (dict(stop_on_bayes_factor=0.5), r"stop_on_bayes_factor=0.5 is invalid: .*T must be > 1"),
     ],
 )
 def test_invalid_settings_are_reported(settings: dict, match: str) -> None:
     with pytest.raises(SweeperConfigError, match=match):
         MultiversePolicy(SPACE_2D, PolicySettings(**settings))
-
-
-def test_gp_strategy_with_categorical_dim_says_what_to_use() -> None:
-    space = SearchSpace.from_specs({"model": "choice(a, b)", "x": "interval(0, 1)"})
-    with pytest.raises(SweeperConfigError, match=r"categorical dimension\(s\) model .*strategy=sobol"):
-        MultiversePolicy(space, PolicySettings(strategy="ivr"))
 
 
 def test_all_problems_are_reported_at_once() -> None:

@@ -71,11 +71,19 @@ def test_report_surrogate_band_covers_the_true_random_search_curve(seed: int, tr
     assert inside.mean() >= 0.9, inside.mean()
 
 
-def test_surrogate_needs_a_continuous_space_and_enough_trials() -> None:
+def test_surrogate_models_categorical_dims_by_coregionalization() -> None:
     mixed = SearchSpace.from_dict({"dims": [{"kind": "float", "name": "x", "low": 0, "high": 1},
                                             {"kind": "choice", "name": "model", "choices": ["a", "b"]}]})
-    with pytest.raises(SurrogateUnavailable, match="categorical dimension.*model"):
-        unit_points(mixed, [{"x": 0.5, "model": "a"}])
+    np.testing.assert_allclose(unit_points(mixed, [{"x": 0.5, "model": "b"}]), [[0.5, 0.75]])
+    rng = np.random.default_rng(0)
+    U = np.column_stack([rng.random(30), (rng.integers(0, 2, 30) + 0.5) / 2])
+    y = np.sin(4 * U[:, 0]) + np.where(U[:, 1] > 0.5, 1.0, 0.0)  # model b scores 1 higher
+    sur = surrogate_curve(U, y, n_points=200, n_samples=40, n_point_sets=4, seed=0, categories={1: 2}).curve
+    assert np.all(np.diff(sur.mean) >= -1e-9) and np.all(sur.low <= sur.mean) and np.all(sur.mean <= sur.high)
+    assert sur.mean[-1] > 1.5  # the best of many draws finds model b's peak (sin 4x + 1 reaches 2)
+
+
+def test_surrogate_needs_a_readable_space_and_enough_trials() -> None:
     with pytest.raises(SurrogateUnavailable, match="could not be read"):
         unit_points(None, [])
     with pytest.raises(SurrogateUnavailable, match="outside"):

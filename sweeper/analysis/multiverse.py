@@ -1,0 +1,295 @@
+"""The multiverse analysis (Bell et al. 2022): a GP over the decision space, and what it says.
+
+Given a sweep's finished trials (points in its :class:`~sweeper.space.SearchSpace` and
+their scores), this module fits the coregionalized GP of :mod:`sweeper.gp` and derives:
+
+* **maps**: the posterior mean and sd over a pair of continuous dims, one facet per
+  combination of categories, the other continuous dims at the centre of their range or
+  averaged over it (the paper's Fig. 1, 2, 4) -- :func:`contour_map`;
+* **interaction tests**: Bayes factors of an additive against a shared kernel, over all
+  dims and per pair (eq. 8) -- :func:`interaction_tests`, :func:`bayes_factor`;
+* **sensitivity**: Monte-Carlo Sobol main and total effects of the posterior mean
+  (Fig. 3, 6) -- :func:`sensitivity`;
+* **coregionalization matrices** of the categorical dims (Fig. 5), on :attr:`MultiverseFit.gp`.
+
+Everything is computed on the unit cube of the space; axes are mapped back to original
+units (log axes where the dimension is log-scaled) only for display.
+
+Python API with fixed names: ``bayes_factor(X, y) -> float`` and
+``sensitivity(X, y, names) -> {name: (main, total)}``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+from sweeper.analysis.sensitivity import SobolIndices, sobol_indices
+from sweeper.design import random_design
+from sweeper.gp import GPFit, fit_gp
+from sweeper.interaction import BayesFactor, interaction_bayes_factor
+from sweeper.space import ChoiceDim, FloatDim, GridDim, IntDim, SearchSpace
+
+
+@dataclass(frozen=True)
+class MultiverseFit:
+    """The GP of one sweep's kept trials over its space.
+
+    Attributes:
+        space: The search space.
+        gp: The fitted GP (coregionalized over the categorical dims).
+        X: The trials' points in the unit cube, shape ``(n, d)``.
+        y: Their scores, shape ``(n,)``.
+    """
+
+    space: SearchSpace
+    gp: GPFit
+    X: NDArray[np.float64]
+    y: NDArray[np.float64]
+
+    @property
+    def continuous(self) -> list[int]:
+        """Columns of the non-categorical dims."""
+        return [i for i, dim in enumerate(self.space.dims) if not dim.is_categorical]
+
+
+def fit_multiverse(
+    space: SearchSpace, X: ArrayLike, y: ArrayLike, *, kernel: str = "matern52-ard", seed: int = 0,
+    rank: int = 1, n_restarts: int = 3,
+) -> MultiverseFit:
+    """Fit the sweep's GP: ``X`` in the unit cube of ``space``, one coregionalization factor per choice dim."""
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    gp = fit_gp(X, y, seed=[seed, 0], n_restarts=n_restarts, categories=space.categories(), kernel=kernel,
+                rank=rank)
+    return MultiverseFit(space, gp, X, y)
+
+
+# ----------------------------------------------------------------------------- facets and axes
+def category_facets(space: SearchSpace) -> list[tuple[str, dict[int, float]]]:
+    """One facet per combination of categories: its label and the unit coordinates that select it.
+
+    A space without categorical dims has a single facet labelled ``""``.
+    """
+    cats = [(i, dim) for i, dim in enumerate(space.dims) if isinstance(dim, ChoiceDim)]
+    facets = []
+    for combo in itertools.product(*(range(len(dim.choices)) for _, dim in cats)):
+        label = ", ".join(f"{dim.name}={dim.choice_strings[k]}" for (_, dim), k in zip(cats, combo))
+        facets.append((label, {i: (k + 0.5) / len(dim.choices) for (i, dim), k in zip(cats, combo)}))
+    return facets
+
+
+def axis_values(dim: FloatDim | IntDim | GridDim, u: NDArray[np.float64]) -> tuple[NDArray[np.float64], bool]:
+    """Unit coordinates of a continuous dim as display values in original units, and whether the axis is log.
+
+    Integer and grid dims are shown continuously (the GP is continuous in them), so the
+    values increase strictly with ``u``; a grid that does not increase is shown in unit coordinates.
+    """
+    u = np.asarray(u, dtype=np.float64)
+    if isinstance(dim, FloatDim):
+        if dim.log:
+            return np.exp(np.log(dim.low) + u * (np.log(dim.high) - np.log(dim.low))), True
+        return dim.low + u * (dim.high - dim.low), False
+    if isinstance(dim, IntDim):
+        if dim.log:
+            a, b = math.log(dim.low - 0.5), math.log(dim.high + 0.5)
+            return np.exp(a + u * (b - a)), True
+        return dim.low - 0.5 + u * (dim.high - dim.low + 1), False
+    values = np.asarray(dim.values, dtype=np.float64)
+    if values.size < 2 or np.any(np.diff(values) <= 0):
+        return u, False
+    return np.interp(u * values.size - 0.5, np.arange(values.size), values), False
+
+
+# ----------------------------------------------------------------------------- maps
+@dataclass(frozen=True)
+class ContourMap:
+    """Posterior mean and sd over a pair of continuous dims, per facet (rows over ``y``, columns over ``x``).
+
+    Attributes:
+        x_dim: Horizontal dim's name; ``y_dim`` the vertical one's.
+        x: Grid of the horizontal dim in original units, shape ``(g,)``; ``y`` likewise.
+        x_log: Whether the horizontal axis is log-scaled; ``y_log`` likewise.
+        mean: Facet label -> posterior mean, shape ``(g, g)``, original units.
+        sd: Facet label -> posterior sd of the latent function, shape ``(g, g)``.
+        others: ``centre`` or ``marginal``: how the other continuous dims were set.
+    """
+
+    x_dim: str
+    y_dim: str
+    x: NDArray[np.float64]
+    y: NDArray[np.float64]
+    x_log: bool
+    y_log: bool
+    mean: dict[str, NDArray[np.float64]]
+    sd: dict[str, NDArray[np.float64]]
+    others: str
+
+
+def _facet_points(fit: MultiverseFit, U: NDArray[np.float64], fixed: Mapping[int, float], others: str,
+                  free: Sequence[int], n_marginal: int, seed: int) -> tuple[NDArray[np.float64], int]:
+    """Points (``len(U) * m``, d) for the grid coordinates ``U`` on columns ``free``, in one facet."""
+    d = fit.space.d
+    rest = [c for c in fit.continuous if c not in free]
+    m = n_marginal if others == "marginal" and rest else 1
+    P = np.full((U.shape[0], m, d), 0.5)
+    P[:, :, list(free)] = U[:, None, :]
+    for c, v in fixed.items():
+        P[:, :, c] = v
+    if m > 1:
+        P[:, :, rest] = random_design(m, len(rest), [seed, 7])[None, :, :]
+    return P.reshape(-1, d), m
+
+
+def _predict_grid(fit: MultiverseFit, U: NDArray[np.float64], free: Sequence[int], others: str,
+                  n_marginal: int, seed: int) -> tuple[dict[str, NDArray[np.float64]], dict[str, NDArray[np.float64]]]:
+    means, sds = {}, {}
+    for label, fixed in category_facets(fit.space):
+        P, m = _facet_points(fit, U, fixed, others, free, n_marginal, seed)
+        mean, sd = fit.gp.predict(P)
+        means[label] = mean.reshape(-1, m).mean(axis=1)
+        sds[label] = sd.reshape(-1, m).mean(axis=1)
+    return means, sds
+
+
+def contour_map(
+    fit: MultiverseFit, x_dim: int, y_dim: int, *, resolution: int = 40, others: str = "centre",
+    n_marginal: int = 64, seed: int = 0,
+) -> ContourMap:
+    """Posterior mean and sd over continuous dims ``x_dim`` and ``y_dim`` (column indices), per facet.
+
+    Args:
+        fit: The sweep's GP.
+        x_dim: Column of the horizontal dim; ``y_dim`` of the vertical one.
+        resolution: Grid points per axis.
+        others: ``centre`` (other continuous dims at the middle of their range) or
+            ``marginal`` (the mean and the sd are averaged over ``n_marginal`` uniform draws of them).
+        n_marginal: Draws of the other dims when marginalising.
+        seed: Seed of those draws.
+    """
+    if others not in ("centre", "marginal"):
+        raise ValueError(f"others must be 'centre' or 'marginal'; got {others!r}")
+    dims = fit.space.dims
+    if {x_dim, y_dim} - set(fit.continuous) or x_dim == y_dim:
+        raise ValueError(f"a contour map needs two different continuous dims; got columns {x_dim}, {y_dim}")
+    t = np.linspace(0.0, 1.0, resolution)
+    gx, gy = np.meshgrid(t, t)  # rows over y, columns over x
+    U = np.column_stack([gx.ravel(), gy.ravel()])
+    means, sds = _predict_grid(fit, U, [x_dim, y_dim], others, n_marginal, seed)
+    x, x_log = axis_values(dims[x_dim], t)  # type: ignore[arg-type]
+    y, y_log = axis_values(dims[y_dim], t)  # type: ignore[arg-type]
+    shape = (resolution, resolution)
+    return ContourMap(dims[x_dim].name, dims[y_dim].name, x, y, x_log, y_log,
+                      {k: v.reshape(shape) for k, v in means.items()}, {k: v.reshape(shape) for k, v in sds.items()},
+                      others)
+
+
+def line_map(fit: MultiverseFit, dim: int, *, resolution: int = 100, others: str = "centre",
+             n_marginal: int = 64, seed: int = 0) -> tuple[NDArray[np.float64], bool, dict[str, NDArray[np.float64]],
+                                                           dict[str, NDArray[np.float64]]]:
+    """Posterior mean and sd along one continuous dim, per facet: ``(x, x_log, mean, sd)``."""
+    t = np.linspace(0.0, 1.0, resolution)
+    means, sds = _predict_grid(fit, t[:, None], [dim], others, n_marginal, seed)
+    x, x_log = axis_values(fit.space.dims[dim], t)  # type: ignore[arg-type]
+    return x, x_log, means, sds
+
+
+def category_means(fit: MultiverseFit) -> tuple[list[str], NDArray[np.float64], NDArray[np.float64]]:
+    """Posterior mean and sd of each category combination (continuous dims at the centre)."""
+    facets = category_facets(fit.space)
+    P = np.full((len(facets), fit.space.d), 0.5)
+    for row, (_, fixed) in enumerate(facets):
+        for c, v in fixed.items():
+            P[row, c] = v
+    mean, sd = fit.gp.predict(P)
+    return [label for label, _ in facets], mean, sd
+
+
+# ----------------------------------------------------------------------------- tests and sensitivity
+@dataclass(frozen=True)
+class InteractionTests:
+    """Eq. 8 Bayes factors of a sweep: over all dims and for each pair of dims (names as keys)."""
+
+    overall: BayesFactor
+    pairs: dict[tuple[str, str], BayesFactor]
+
+
+def interaction_tests(fit: MultiverseFit, *, kernel: str = "matern52-ard", seed: int = 0,
+                      n_restarts: int = 3) -> InteractionTests:
+    """Test all dims together, then every pair (the additive model is fitted once and shared)."""
+    common = {"categories": fit.space.categories(), "kernel": kernel, "seed": [seed, 1], "n_restarts": n_restarts}
+    overall = interaction_bayes_factor(fit.X, fit.y, **common)  # type: ignore[arg-type]
+    names = fit.space.names
+    pairs = {}
+    if fit.space.d > 2:
+        for i, j in itertools.combinations(range(fit.space.d), 2):
+            pairs[(names[i], names[j])] = interaction_bayes_factor(
+                fit.X, fit.y, pair=(i, j), additive_log_likelihood=overall.additive_log_likelihood,
+                **common)  # type: ignore[arg-type]
+    elif fit.space.d == 2:
+        pairs[(names[0], names[1])] = overall  # with two dims the pair test is the overall test
+    return InteractionTests(overall, pairs)
+
+
+def posterior_sensitivity(fit: MultiverseFit, *, n_base: int = 1024, repeats: int = 10,
+                          seed: int = 0) -> SobolIndices:
+    """Sobol main and total effects of the GP posterior mean over the unit cube (categories uniform)."""
+    return sobol_indices(lambda U: fit.gp.predict(U)[0], fit.space.d, names=fit.space.names, n_base=n_base,
+                         repeats=repeats, seed=[seed, 2])
+
+
+# ----------------------------------------------------------------------------- the fixed-name API
+def _unit_columns(X: ArrayLike, space: SearchSpace | None) -> NDArray[np.float64]:
+    """Rows in original units to the unit cube: through ``space`` if given, else each column's observed range."""
+    if space is not None:
+        return space.to_unit([dict(zip(space.names, row)) for row in np.asarray(X, dtype=object)])
+    X = np.asarray(X, dtype=np.float64)
+    if X.ndim != 2:
+        raise ValueError(f"X must have shape (n, d); got shape {X.shape}")
+    low, high = X.min(axis=0), X.max(axis=0)
+    return (X - low) / np.where(high > low, high - low, 1.0)
+
+
+def bayes_factor(X: ArrayLike, y: ArrayLike, *, space: SearchSpace | None = None, kernel: str = "matern52-ard",
+                 seed: int = 0, n_restarts: int = 3) -> float:
+    """``K = p(D | additive) / p(D | shared)`` (Bell et al. eq. 8): > 1 favours no interaction.
+
+    Args:
+        X: Points, shape ``(n, d)``, ``d >= 2``: in original units (each column is rescaled
+            to its observed range, so pass ``log10`` of log-scaled dims) or the unit cube;
+            with ``space``, rows of values of its dims (categories as their choices).
+        y: Scores, shape ``(n,)``.
+        space: Optional search space that maps ``X`` to the unit cube (log scales and
+            categorical dims handled).
+        kernel: Stationary family of both models.
+        seed: Seed of the optimiser restarts.
+        n_restarts: Restarts of each fit.
+
+    Returns:
+        ``K`` (``inf`` if it overflows a float).
+    """
+    cats = space.categories() if space is not None else None
+    bf = interaction_bayes_factor(_unit_columns(X, space), np.asarray(y, dtype=np.float64), categories=cats,
+                                  kernel=kernel, seed=seed, n_restarts=n_restarts)
+    return bf.K
+
+
+def sensitivity(X: ArrayLike, y: ArrayLike, names: Sequence[str], *, space: SearchSpace | None = None,
+                kernel: str = "matern52-ard", seed: int = 0, n_base: int = 2048,
+                repeats: int = 10) -> dict[str, tuple[float, float]]:
+    """Sobol ``(main, total)`` effect of each dim on the GP fitted to ``(X, y)`` (Bell et al. Fig. 3).
+
+    ``X`` as for :func:`bayes_factor`; ``names`` names its columns.
+    """
+    U = _unit_columns(X, space)
+    if len(names) != U.shape[1]:
+        raise ValueError(f"names has {len(names)} entries but X has {U.shape[1]} columns")
+    space = space or SearchSpace(tuple(FloatDim(str(n), 0.0, 1.0) for n in names))
+    fit = fit_multiverse(space, U, y, kernel=kernel, seed=seed)
+    indices = posterior_sensitivity(fit, n_base=n_base, repeats=repeats, seed=seed)
+    return dict(zip(names, (tuple(v) for v in indices.as_dict().values())))

@@ -1,0 +1,280 @@
+"""``sweeper multiverse``: a sweep's multiverse analysis as files, logged to its MLflow run.
+
+Reads the sweep's trials (any tracking URI), keeps the finished ones that satisfy the
+user's rule, fits the coregionalized GP and writes, for the chosen kernel:
+
+============================================  ==========================================
+file                                          content
+============================================  ==========================================
+``map_mean_<x>_<y>.png``, ``map_sd_...png``   posterior mean / sd over each pair of
+                                              continuous dims, a facet per category
+                                              combination, trials on top (Fig. 1, 2, 4)
+``map_<x>_<y>.csv``                           the grids behind them (long format)
+``map_<x>.png`` / ``categories.png`` (+CSV)   the same for 1 or 0 continuous dims
+``bayes_factors.csv``, ``interaction.json``   eq. 8 Bayes factors: all dims, every pair
+``sensitivity.png``, ``sensitivity.csv``      Sobol main and total effects (Fig. 3, 6)
+``coregionalization_<dim>.png`` / ``.csv``    category correlation of each choice dim (Fig. 5)
+``summary.json``, ``multiverse.md``           every number above, and a readable summary
+============================================  ==========================================
+
+Artifacts go under ``multiverse/<kernel>/`` on the sweep's parent run, so analyses with
+different kernels (``--kernel``) sit side by side for the robustness check of the paper's
+Fig. S6-S10.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from sweeper.analysis.multiverse import (
+    MultiverseFit,
+    axis_values,
+    category_facets,
+    category_means,
+    contour_map,
+    fit_multiverse,
+    interaction_tests,
+    line_map,
+    posterior_sensitivity,
+)
+from sweeper.analysis.multiverse_plots import (
+    FacetPoints,
+    plot_category_means,
+    plot_contour_facets,
+    plot_correlation_heatmap,
+    plot_line_facets,
+    plot_sensitivity,
+)
+from sweeper.design import as_generator
+from sweeper.interaction import CONCLUSIVE_LOG10
+from sweeper.kernels import KERNELS
+from sweeper.report.build import ReportError, _finite, _point, log_files
+from sweeper.report.document import OutputDir
+from sweeper.report.filtering import TrialFilter, parse_filter, select_trials
+
+if TYPE_CHECKING:
+    from sweeper.analysis.runs import SweepRecords
+    from sweeper.tracking import MLflowTracker
+
+MIN_TRIALS = 4
+
+
+@dataclass(frozen=True)
+class MultiverseReport:
+    """The written analysis: its folder, files, the fit and the key numbers (``summary``)."""
+
+    out_dir: Path
+    files: tuple[Path, ...]
+    kernel: str
+    fit: MultiverseFit
+    summary: dict[str, Any] = field(repr=False)
+
+    @property
+    def artifact_dir(self) -> str:
+        return f"multiverse/{self.kernel}"
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
+
+
+def _facet_of(space: Any, u: np.ndarray) -> str:
+    """The facet label of a unit-cube point (its category combination)."""
+    for label, fixed in category_facets(space):
+        if all(abs(u[c] - v) < 1e-9 for c, v in fixed.items()):
+            return label
+    return ""
+
+
+def _points(fit: MultiverseFit, U_in: np.ndarray, y_in: np.ndarray, U_out: np.ndarray,
+            cols: list[int]) -> dict[str, FacetPoints]:
+    """Trials per facet in display units: kept ones (dots) and failed/filtered ones (crosses)."""
+    dims = fit.space.dims
+    show = [lambda U, c=c: axis_values(dims[c], U[:, c])[0] for c in cols]  # type: ignore[misc]
+    out = {}
+    for label, _ in category_facets(fit.space):
+        a = np.array([_facet_of(fit.space, u) == label for u in U_in], dtype=bool)
+        b = np.array([_facet_of(fit.space, u) == label for u in U_out], dtype=bool)
+        if len(cols) == 2:
+            out[label] = FacetPoints(show[0](U_in[a]), show[1](U_in[a]), show[0](U_out[b]), show[1](U_out[b]))
+        else:
+            out[label] = FacetPoints(show[0](U_in[a]), y_in[a], show[0](U_out[b]), np.full(int(b.sum()), np.nan))
+    return out
+
+
+def build_multiverse(
+    records: SweepRecords, *, out_dir: Path, metric: str | None = None, trial_filter: str | TrialFilter | None = None,
+    kernel: str = "matern52-ard", others: str = "centre", resolution: int = 40, seed: int = 0,
+    max_fit_points: int = 500, n_base: int = 1024, repeats: int = 10,
+) -> MultiverseReport:
+    """Fit the sweep's GP and write every map, test and matrix listed in the module docstring.
+
+    Raises:
+        ReportError: Unknown metric or kernel, no readable space, or too few kept trials.
+        FilterError: A malformed filter or one naming an unknown metric.
+    """
+    started = time.perf_counter()
+    metric = metric or records.metric
+    if kernel not in KERNELS:
+        raise ReportError(f"--kernel {kernel!r} is unknown: choose one of {', '.join(KERNELS)}")
+    space = records.space
+    if space is None or space.d == 0:
+        raise ReportError("the sweep's search space cannot be read (no search_space.json artifact and no space.* "
+                          "params) or has no dimension: there is nothing to map")
+    trials = records.trials
+    if f"metric.{metric}" not in trials:
+        known = sorted(c[len("metric."):] for c in trials.columns if c.startswith("metric."))
+        raise ReportError(f"no trial has the metric {metric!r}; the trials have {known}. Pass --metric with one.")
+    rule = parse_filter(trial_filter) if isinstance(trial_filter, str) else trial_filter
+    sel = select_trials(records, metric, rule)
+    kept, excluded = trials[sel.kept], trials[~sel.kept]
+    if len(kept) < MIN_TRIALS:
+        raise ReportError(f"only {len(kept)} trial(s) finished{' and passed the filter' if rule else ''}: the GP "
+                          f"needs at least {MIN_TRIALS}")
+    U_in = space.to_unit([_point(row, records) for _, row in kept.iterrows()])
+    y_in = kept[f"metric.{metric}"].to_numpy(dtype=np.float64)
+    U_out = space.to_unit([_point(row, records) for _, row in excluded.iterrows()]) if len(excluded) else \
+        np.zeros((0, space.d))
+    fit_rows = np.arange(len(y_in))
+    if len(fit_rows) > max_fit_points:
+        fit_rows = np.sort(as_generator([seed, 3]).choice(len(y_in), size=max_fit_points, replace=False))
+    fit = fit_multiverse(space, U_in[fit_rows], y_in[fit_rows], kernel=kernel, seed=seed)
+    out = OutputDir(out_dir)
+    summary: dict[str, Any] = {
+        "experiment": records.experiment, "parent_run_id": records.parent_run_id, "strategy": records.strategy,
+        "metric": metric, "kernel": kernel, "filter": rule.text if rule else None, "others": others,
+        "trials": {"run": len(trials), "kept": len(kept), "failed": int(len(records.failed())),
+                   "filtered": int(sel.filtered.sum()), "fit": int(fit_rows.size)},
+        "hyperparameters": fit.gp.hyperparameters(), "log_likelihood": fit.gp.log_likelihood, "maps": []}
+    _maps(out, fit, U_in, y_in, U_out, metric, others, resolution, seed, summary)
+    _interactions(out, fit, kernel, seed, summary)
+    indices = posterior_sensitivity(fit, n_base=n_base, repeats=repeats, seed=seed)
+    import pandas as pd
+
+    out.csv("sensitivity.csv", pd.DataFrame(indices.to_rows()))
+    out.figure("sensitivity.png", plot_sensitivity(indices.names, indices.main, indices.total, indices.main_sd,
+                                                   indices.total_sd, quantity=metric))
+    summary["sensitivity"] = indices.to_rows()
+    summary["coregionalization"] = {}
+    for factor in fit.gp.factors:
+        dim = space.dims[factor.column]
+        corr = factor.correlation()
+        labels = list(dim.choice_strings)  # type: ignore[union-attr]
+        out.csv(f"coregionalization_{_slug(dim.name)}.csv", pd.DataFrame(corr, index=labels, columns=labels)
+                .reset_index(names=dim.name))
+        out.figure(f"coregionalization_{_slug(dim.name)}.png", plot_correlation_heatmap(corr, labels, name=dim.name))
+        summary["coregionalization"][dim.name] = {"labels": labels, "correlation": corr.tolist(),
+                                                  "B": factor.B.tolist()}
+    summary["build_s"] = time.perf_counter() - started
+    out.text("summary.json", json.dumps(_finite(summary), indent=2, default=str, allow_nan=False))
+    out.text("multiverse.md", _markdown(records, summary))
+    summary["files"] = [p.name for p in out.files]
+    return MultiverseReport(out.path, tuple(out.files), kernel, fit, summary)
+
+
+def _maps(out: OutputDir, fit: MultiverseFit, U_in: np.ndarray, y_in: np.ndarray, U_out: np.ndarray, metric: str,
+          others: str, resolution: int, seed: int, summary: dict[str, Any]) -> None:
+    import pandas as pd
+
+    cont, names = fit.continuous, fit.space.names
+    where = "others at their centre" if others == "centre" else "others averaged over their range"
+    if len(cont) >= 2:
+        for i, j in [(i, j) for a, i in enumerate(cont) for j in cont[a + 1:]]:
+            cm = contour_map(fit, i, j, resolution=resolution, others=others, seed=seed)
+            pts = _points(fit, U_in, y_in, U_out, [i, j])
+            stem = f"{_slug(cm.x_dim)}_{_slug(cm.y_dim)}"
+            for what, grids in (("mean", cm.mean), ("sd", cm.sd)):
+                out.figure(f"map_{what}_{stem}.png", plot_contour_facets(
+                    cm.x, cm.y, grids, x_name=cm.x_dim, y_name=cm.y_dim, x_log=cm.x_log, y_log=cm.y_log,
+                    quantity=f"posterior {what} of {metric}", points=pts,
+                    title=f"{metric}: posterior {what} over {cm.x_dim} x {cm.y_dim}"
+                          + (f" ({where})" if len(cont) > 2 else "")))
+            gx, gy = np.meshgrid(cm.x, cm.y)
+            out.csv(f"map_{stem}.csv", pd.concat([pd.DataFrame({
+                "facet": label, cm.x_dim: gx.ravel(), cm.y_dim: gy.ravel(), "mean": cm.mean[label].ravel(),
+                "sd": cm.sd[label].ravel()}) for label in cm.mean]))
+            summary["maps"].append({"x": cm.x_dim, "y": cm.y_dim, "x_log": cm.x_log, "y_log": cm.y_log,
+                                    "facets": list(cm.mean)})
+    elif len(cont) == 1:
+        x, x_log, mean, sd = line_map(fit, cont[0], others=others, seed=seed)
+        name = names[cont[0]]
+        out.figure(f"map_{_slug(name)}.png", plot_line_facets(
+            x, mean, sd, x_name=name, x_log=x_log, quantity=metric, points=_points(fit, U_in, y_in, U_out, cont)))
+        out.csv(f"map_{_slug(name)}.csv", pd.concat([pd.DataFrame({"facet": k, name: x, "mean": mean[k],
+                                                                   "sd": sd[k]}) for k in mean]))
+        summary["maps"].append({"x": name, "x_log": x_log, "facets": list(mean)})
+    else:
+        labels, mean, sd = category_means(fit)
+        seen = {k: y_in[[_facet_of(fit.space, u) == k for u in U_in]] for k in labels}
+        out.figure("categories.png", plot_category_means(labels, mean, sd, quantity=metric, points=seen))
+        out.csv("categories.csv", pd.DataFrame({"facet": labels, "mean": mean, "sd": sd}))
+        summary["maps"].append({"facets": labels})
+
+
+def _interactions(out: OutputDir, fit: MultiverseFit, kernel: str, seed: int, summary: dict[str, Any]) -> None:
+    import pandas as pd
+
+    thresholds = (f"K > 10^{CONCLUSIVE_LOG10:g}: no interaction; K < 10^-{CONCLUSIVE_LOG10:g}: interaction; "
+                  "in between: inconclusive (K = p(D | additive) / p(D | shared), Bell et al. 2022 eq. 8)")
+    if fit.space.d < 2:
+        summary["interaction"] = {"note": "one dimension: nothing can interact", "thresholds": thresholds}
+        out.text("interaction.json", json.dumps(summary["interaction"], indent=2))
+        return
+    tests = interaction_tests(fit, kernel=kernel, seed=seed)
+
+    def row(dims: str, bf: Any) -> dict[str, Any]:
+        return {"dims": dims, "K": bf.K, "log10_K": bf.log10_K, "verdict": bf.verdict(),
+                "additive_log_likelihood": bf.additive_log_likelihood,
+                "shared_log_likelihood": bf.shared_log_likelihood, "n": bf.n}
+
+    rows = [row("all", tests.overall)] + [row(f"{a} x {b}", bf) for (a, b), bf in tests.pairs.items()]
+    out.csv("bayes_factors.csv", pd.DataFrame(rows))
+    summary["interaction"] = {"thresholds": thresholds, "tests": rows}
+    out.text("interaction.json", json.dumps(_finite(summary["interaction"]), indent=2, allow_nan=False))
+
+
+def _markdown(records: SweepRecords, s: dict[str, Any]) -> str:
+    t = s["trials"]
+    lines = [f"# Multiverse analysis: {records.experiment} ({s['kernel']})", "",
+             f"Sweep run `{s['parent_run_id']}`, strategy `{s['strategy']}`, metric `{s['metric']}`. "
+             f"{t['kept']} of {t['run']} trials modelled ({t['failed']} failed, {t['filtered']} filtered"
+             f"{' by `' + s['filter'] + '`' if s['filter'] else ''}; GP fitted on {t['fit']}).", "",
+             "## Interaction tests (Bayes factors)", ""]
+    inter = s["interaction"]
+    lines += [f"| dims | log10 K | verdict |", "|---|---|---|"] + [
+        f"| {r['dims']} | {r['log10_K']:.2f} | {r['verdict']} |" for r in inter.get("tests", [])]
+    lines += ["", f"Thresholds: {inter['thresholds']}.", "", "## Sensitivity (Sobol indices of the posterior mean)",
+              "", "| dim | main | total |", "|---|---|---|"] + [
+        f"| {r['name']} | {r['main']:.3f} ± {r['main_sd']:.3f} | {r['total']:.3f} ± {r['total_sd']:.3f} |"
+        for r in s["sensitivity"]]
+    for name, c in s["coregionalization"].items():
+        lines += ["", f"## Coregionalization of {name}", "", "correlation between categories:", ""]
+        lines += ["| | " + " | ".join(c["labels"]) + " |", "|---" * (len(c["labels"]) + 1) + "|"]
+        lines += [f"| {a} | " + " | ".join(f"{v:.2f}" for v in r) + " |" for a, r in zip(c["labels"], c["correlation"])]
+    lines += ["", "## Maps", ""] + [f"![{p}]({p})" for p in _figures(s)]
+    return "\n".join(lines) + "\n"
+
+
+def _figures(s: dict[str, Any]) -> list[str]:
+    names = []
+    for m in s["maps"]:
+        if "y" in m:
+            stem = f"{_slug(m['x'])}_{_slug(m['y'])}"
+            names += [f"map_mean_{stem}.png", f"map_sd_{stem}.png"]
+        elif "x" in m:
+            names.append(f"map_{_slug(m['x'])}.png")
+        else:
+            names.append("categories.png")
+    return names
+
+
+def log_multiverse(report: MultiverseReport, tracker: MLflowTracker, run_id: str | None = None) -> list[str]:
+    """Log every file under ``multiverse/<kernel>/`` on the sweep's parent run; return the artifact paths."""
+    return log_files(report.files, tracker, run_id or report.summary["parent_run_id"], report.artifact_dir)
