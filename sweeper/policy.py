@@ -16,6 +16,15 @@ depends on inputs only, so conditioning on a pending point is exact for IVR, not
 heuristic; failed points are conditioned on the same way (so a crashing region is not
 re-sampled) but never enter the fit of the mean.
 
+Categorical dimensions (``choice(...)``) enter the GP as intrinsic-coregionalization
+factors (Bell et al. 2022, §5.1; see :mod:`sweeper.kernels`); candidates and IVR's
+integration points give every combination of categories an equal share, so IVR integrates
+the variance over all of them.
+
+With ``stop_on_bayes_factor: T``, an interaction test (additive vs shared kernel, eq. 8;
+:mod:`sweeper.interaction`) runs before each batch on the results in so far, and the sweep
+ends at the first batch boundary where ``K > T`` or ``K < 1/T``.
+
 The GP is fitted once per batch of ``batch_size`` points. Without ``deterministic``, a
 batch is planned at its first ask from whatever results are in by then, and its points are
 handed out as workers free up; the plan stays exact for IVR as the other results arrive,
@@ -261,8 +270,11 @@ class MultiversePolicy:
             return None
         index = len(self._suggestions)
         s = self.settings
-        if s.stop_on_bayes_factor is not None and self._starts_batch(index) and self._test_interaction(index):
-            return None
+        if s.stop_on_bayes_factor is not None and self._starts_batch(index):
+            if s.deterministic and any(i not in self._results for i in range(index)):
+                return None  # the test, like the batch, waits for every earlier result
+            if self._test_interaction(index):
+                return None
         if s.strategy == "random":
             suggestion = self._design_point(index, "random")
         elif s.strategy == "sobol" or index < s.n_initial:
@@ -331,8 +343,8 @@ class MultiversePolicy:
     def _test_interaction(self, index: int) -> bool:
         """Run the interaction test before batch ``_batch_of(index)``; True if it ends the sweep.
 
-        Uses every finished result in so far (with ``deterministic``, a GP batch starts
-        only once every earlier result is in, so that is all of them).
+        Uses every finished result in so far; with ``deterministic``, no batch starts
+        before every earlier result is in, so that is all of them, whatever the timing.
         """
         s = self.settings
         assert s.stop_on_bayes_factor is not None

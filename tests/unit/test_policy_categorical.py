@@ -119,3 +119,16 @@ def test_categorical_points_are_snapped_to_their_choice() -> None:
         k = "abc".index(s.params["model"])
         assert s.x[0] == pytest.approx((k + 0.5) / 3)
     assert np.isfinite([s.acquisition for s in policy.suggestions if s.phase == "ivr"]).all()
+
+
+def test_deterministic_interaction_test_waits_for_every_earlier_result() -> None:
+    settings = PolicySettings(strategy="ivr", num_trials=20, n_initial=12, batch_size=4, seed=0,
+                              deterministic=True, stop_on_bayes_factor=10.0, **FAST)
+    policy = MultiversePolicy(SPACE_2D, settings)
+    first = [policy.ask() for _ in range(12)]
+    for s in first[:-1]:
+        policy.tell(s.index, interacting(s.params))
+    assert policy.ask() is None and not policy.bayes_factors and not policy.is_finished  # #11 still runs
+    policy.tell(first[-1].index, interacting(first[-1].params))
+    policy.ask()
+    assert [c.n for c in policy.bayes_factors] == [12]

@@ -1,0 +1,130 @@
+"""``sweeper multiverse`` end to end, and categorical dims and stop_on_bayes_factor through the Hydra CLI.
+
+One ``ivr`` sweep over ``lr`` (log) x ``width`` x ``family`` (a choice, so the searcher's
+coregionalized GP chooses the points), some trials failing and some filtered, then the
+analysis command with two kernels; and a sweep that stops on a conclusive Bayes factor.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tests.integration.conftest import TOY_APP, Sweep, run_cli
+
+pytestmark = pytest.mark.integration
+
+FORKS_APP = REPO / "tests" / "integration" / "apps" / "forks.py"
+FILES = ("map_mean_lr_width.png", "map_sd_lr_width.png", "map_lr_width.csv", "bayes_factors.csv",
+         "interaction.json", "sensitivity.png", "sensitivity.csv", "coregionalization_family.png",
+         "coregionalization_family.csv", "summary.json", "multiverse.md")
+
+
+def multiverse_cli(sweep: Sweep, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "sweeper.cli", "multiverse", "--experiment", "forks",
+           "--tracking-uri", sweep.tracking_uri, "--out", str(out), "--resolution", "12", *args]
+    return subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def forks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Sweep, Path]:
+    tmp = tmp_path_factory.mktemp("forks")
+    sweep = run_cli(FORKS_APP, tmp, "fail_above=0.9")
+    assert sweep.proc.returncode == 0, sweep.output
+    return sweep, tmp
+
+
+def logged(sweep: Sweep, run_id: str, folder: str) -> set[str]:
+    from mlflow.tracking import MlflowClient
+
+    return {Path(a.path).name for a in MlflowClient(sweep.tracking_uri).list_artifacts(run_id, folder)}
+
+
+def test_ivr_with_a_categorical_dim_runs_through_hydra(forks) -> None:
+    sweep, _ = forks
+    parent, children = sweep.runs("forks")
+    assert len(children) == 16
+    ivr = [r for r in children if r.data.tags["sweeper.phase"] == "ivr"]
+    # (that IVR reaches every category is shown in tests/unit/test_policy_categorical.py)
+    assert len(ivr) == 8 and {r.data.params["family"] for r in children} == {"plain", "residual"}
+    assert all(float(r.data.tags["sweeper.predicted_sd"]) >= 0 for r in ivr)
+
+
+def test_multiverse_writes_and_logs_every_artifact(forks) -> None:
+    sweep, tmp = forks
+    out = tmp / "mv"
+    proc = multiverse_cli(sweep, out, "--filter", "train_acc >= 0.9")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "interaction all: log10 K =" in proc.stdout and "sensitivity family:" in proc.stdout
+    for name in FILES:
+        assert (out / name).stat().st_size > 0, name
+    parent, children = sweep.runs("forks")
+    assert set(FILES) <= logged(sweep, parent.info.run_id, "multiverse/matern52-ard")
+    summary = json.loads((out / "summary.json").read_text())
+    failed = sum(r.info.status == "FAILED" for r in children)
+    filtered = sum(r.info.status == "FINISHED" and r.data.metrics["train_acc"] < 0.9 for r in children)
+    assert failed > 0 and summary["trials"] == {"run": 16, "kept": 16 - failed - filtered, "failed": failed,
+                                                "filtered": filtered, "fit": 16 - failed - filtered}
+    grid = pd.read_csv(out / "map_lr_width.csv")
+    assert set(grid["facet"]) == {"family=plain", "family=residual"} and len(grid) == 2 * 12 * 12
+    lr = np.sort(grid["lr"].unique())
+    np.testing.assert_allclose(lr, np.logspace(-4, 0, 12))  # a log axis in original units
+    assert np.all(grid["sd"] >= 0) and grid["mean"].between(0, 1.2).all()
+    tests = pd.read_csv(out / "bayes_factors.csv")
+    assert tests["dims"].tolist() == ["all", "lr x width", "lr x family", "width x family"]
+    assert set(tests["verdict"]) <= {"interaction", "no interaction", "inconclusive"}
+    sens = pd.read_csv(out / "sensitivity.csv")
+    assert sens["name"].tolist() == ["lr", "width", "family"] and (sens["total"] > -0.05).all()
+    corr = pd.read_csv(out / "coregionalization_family.csv").set_index("family")
+    assert corr.loc["plain", "plain"] == pytest.approx(1.0) and -1 <= corr.loc["plain", "residual"] <= 1
+    assert "## Coregionalization of family" in (out / "multiverse.md").read_text()
+
+
+def test_another_kernel_is_logged_beside_the_first(forks) -> None:
+    sweep, tmp = forks
+    proc = multiverse_cli(sweep, tmp / "mv-rbf", "--kernel", "rbf", "--others", "marginal", "--no-log")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert json.loads((tmp / "mv-rbf" / "summary.json").read_text())["hyperparameters"]["kernel"] == "rbf"
+    parent, _ = sweep.runs("forks")
+    assert not logged(sweep, parent.info.run_id, "multiverse/rbf")  # --no-log
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--filter", "train_acc >> 1"), "invalid filter"),
+    (("--metric", "val_loss"), "no trial has the metric 'val_loss'"),
+    (("--filter", "train_acc > 2"), "only 0 trial(s) finished and passed the filter"),
+])
+def test_bad_requests_say_what_to_fix(forks, args: tuple[str, ...], message: str) -> None:
+    sweep, tmp = forks
+    proc = multiverse_cli(sweep, tmp / "bad", *args)
+    assert proc.returncode == 1 and message in proc.stderr, proc.stderr
+
+
+def test_sweep_stops_on_a_conclusive_bayes_factor(tmp_path: Path) -> None:
+    # Branin's two inputs interact strongly: the test is conclusive long before 40 trials.
+    sweep = run_cli(TOY_APP, tmp_path, "hydra.sweeper.strategy=ivr", "hydra.sweeper.num_trials=40",
+                    "hydra.sweeper.n_initial=12", "hydra.sweeper.batch_size=4", "hydra.sweeper.deterministic=true",
+                    "hydra.sweeper.stop_on_bayes_factor=10", "hydra.sweeper.n_candidates=256",
+                    "hydra.sweeper.n_integration=256")
+    assert sweep.proc.returncode == 0, sweep.output
+    assert "Stopped early on a conclusive Bayes factor" in sweep.output
+    parent, children = sweep.runs("toy")
+    results = yaml.safe_load((sweep.sweep_dir / "optimization_results.yaml").read_text())
+    checks = results["interaction_tests"]
+    assert checks[-1]["verdict"] == "interaction" and checks[-1]["log10_K"] < -1
+    assert len(children) == checks[-1]["n"] < 40 and results["num_trials"] == len(children)
+    assert parent.data.tags["sweeper.stopped_on_bayes_factor"].endswith(f"after {len(children)} trials: interaction")
+    from mlflow.tracking import MlflowClient
+
+    history = sorted((m.step, m.value) for m in
+                     MlflowClient(sweep.tracking_uri).get_metric_history(parent.info.run_id, "interaction_log10_K"))
+    assert [h[0] for h in history] == [c["batch"] for c in checks]
+    assert [h[1] for h in history] == pytest.approx([c["log10_K"] for c in checks])

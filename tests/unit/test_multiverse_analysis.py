@@ -1,0 +1,136 @@
+"""The multiverse analysis: Bayes factors and sensitivity with known answers, maps, facets, axes."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from sweeper.analysis.multiverse import (
+    axis_values,
+    bayes_factor,
+    category_facets,
+    category_means,
+    contour_map,
+    fit_multiverse,
+    interaction_tests,
+    line_map,
+    sensitivity,
+)
+from sweeper.design import sobol_design
+from sweeper.space import FloatDim, GridDim, IntDim, SearchSpace
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_bayes_factor_favours_the_additive_kernel_for_an_additive_function(seed: int) -> None:
+    X = sobol_design(40, 2, seed=seed)
+    assert bayes_factor(X, np.sin(3 * X[:, 0]) + X[:, 1] ** 2, seed=seed) > 1
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_bayes_factor_favours_the_shared_kernel_for_an_interacting_function(seed: int) -> None:
+    X = sobol_design(40, 2, seed=seed)
+    assert bayes_factor(X, np.sin(6 * X[:, 0] * X[:, 1]), seed=seed) < 1
+
+
+def test_bayes_factor_reads_original_units_through_the_space() -> None:
+    # The same additive function of log10(C) and g, given in original units: K > 1 through the space.
+    space = SearchSpace.from_specs({"C": "tag(log, interval(1e-3, 1e3))", "g": "interval(0, 10)"})
+    U = sobol_design(40, 2, seed=0)
+    rows = [[p["C"], p["g"]] for p in space.from_unit(U)]
+    y = np.sin(3 * U[:, 0]) + U[:, 1] ** 2
+    assert bayes_factor(rows, y, space=space) > 10
+
+
+def test_sensitivity_puts_the_main_effect_on_the_dominant_dim() -> None:
+    X = sobol_design(40, 2, seed=0)
+    s = sensitivity(X, 5 * X[:, 0] + 0.1 * X[:, 1], ["x1", "x2"])
+    assert list(s) == ["x1", "x2"]
+    assert s["x1"][0] > 0.98 and s["x2"][0] < 0.02
+    assert s["x1"][1] >= s["x1"][0] - 0.02  # total >= main up to Monte Carlo error
+
+
+def test_sensitivity_includes_categorical_dims() -> None:
+    space = SearchSpace.from_specs({"model": "choice(a, b, c)", "x": "interval(0, 1)"})
+    U = space.to_unit(space.from_unit(sobol_design(36, 2, seed=1)))
+    offset = np.array([0.0, 2.0, 4.0])[np.floor(U[:, 0] * 3).astype(int)]
+    rows = [[p["model"], p["x"]] for p in space.from_unit(U)]
+    s = sensitivity(rows, offset + 0.1 * U[:, 1], ["model", "x"], space=space)
+    assert s["model"][0] > 0.95 and s["x"][0] < 0.05
+
+
+MIXED = SearchSpace.from_specs({"model": "choice(a, b)", "C": "tag(log, interval(1e-3, 1e3))",
+                                "g": "interval(0, 1)"})
+
+
+@pytest.fixture(scope="module")
+def mixed_fit():
+    U = MIXED.to_unit(MIXED.from_unit(sobol_design(32, 3, seed=0)))
+    sign = np.where(U[:, 0] > 0.5, -1.0, 1.0)  # model b mirrors model a
+    return fit_multiverse(MIXED, U, sign * np.sin(5 * U[:, 1]) + U[:, 2], seed=0)
+
+
+def test_facets_are_the_category_combinations() -> None:
+    space = SearchSpace.from_specs({"m": "choice(a, b)", "x": "interval(0, 1)", "d": "choice(u, v, w)"})
+    facets = category_facets(space)
+    assert [f[0] for f in facets][:2] == ["m=a, d=u", "m=a, d=v"] and len(facets) == 6
+    assert facets[-1][1] == {0: 0.75, 2: pytest.approx(5 / 6)}
+    assert category_facets(SearchSpace.from_specs({"x": "interval(0, 1)"})) == [("", {})]
+
+
+def test_contour_map_is_the_gp_posterior_on_a_log_grid(mixed_fit) -> None:
+    cm = contour_map(mixed_fit, 1, 2, resolution=11)
+    assert (cm.x_dim, cm.y_dim, cm.x_log, cm.y_log) == ("C", "g", True, False)
+    np.testing.assert_allclose(cm.x, np.logspace(-3, 3, 11))
+    assert set(cm.mean) == {"model=a", "model=b"} and cm.mean["model=a"].shape == (11, 11)
+    # Cell (row 3, column 7) of facet b is the GP at C-unit 0.7, g-unit 0.3, model b.
+    mean, sd = mixed_fit.gp.predict(np.array([[0.75, 0.7, 0.3]]))
+    assert cm.mean["model=b"][3, 7] == pytest.approx(mean[0]) and cm.sd["model=b"][3, 7] == pytest.approx(sd[0])
+    # The mirrored facets have opposite slopes along C near the origin of the sine.
+    assert cm.mean["model=a"][5, 2] > cm.mean["model=a"][5, 0] and cm.mean["model=b"][5, 2] < cm.mean["model=b"][5, 0]
+
+
+def test_marginal_map_averages_the_other_dims(mixed_fit) -> None:
+    centre = contour_map(mixed_fit, 1, 2, resolution=5, others="centre")
+    marginal = contour_map(mixed_fit, 1, 2, resolution=5, others="marginal")
+    np.testing.assert_allclose(centre.mean["model=a"], marginal.mean["model=a"])  # no other continuous dim
+    with pytest.raises(ValueError, match="two different continuous dims"):
+        contour_map(mixed_fit, 0, 1)
+    x, x_log, mean, sd = line_map(mixed_fit, 2, resolution=7, others="marginal")
+    assert not x_log and set(mean) == {"model=a", "model=b"} and mean["model=a"].shape == (7,)
+
+
+def test_coregionalization_of_the_half_mirrored_models_is_negative(mixed_fit) -> None:
+    # b = -sin + g against a = sin + g: the larger, sine part is mirrored, the g part shared.
+    corr = mixed_fit.gp.factors[0].correlation()[0, 1]
+    assert -0.9 < corr < -0.2
+
+
+def test_interaction_tests_cover_every_pair(mixed_fit) -> None:
+    tests = interaction_tests(mixed_fit, seed=0)
+    assert set(tests.pairs) == {("model", "C"), ("model", "g"), ("C", "g")}
+    assert tests.overall.verdict() == "interaction"
+    assert tests.pairs[("model", "C")].log10_K < -1  # model flips the sign of the C effect
+    assert tests.pairs[("model", "g")].log10_K > tests.pairs[("model", "C")].log10_K
+    assert all(bf.additive_log_likelihood == tests.overall.additive_log_likelihood for bf in tests.pairs.values())
+
+
+def test_category_means_for_a_categorical_only_space() -> None:
+    space = SearchSpace.from_specs({"m": "choice(a, b, c)"})
+    U = space.to_unit(space.from_unit(sobol_design(12, 1, seed=0)))
+    y = np.floor(U[:, 0] * 3) * 2.0
+    labels, mean, sd = category_means(fit_multiverse(space, U, y, seed=0))
+    assert labels == ["m=a", "m=b", "m=c"]
+    np.testing.assert_allclose(mean, [0.0, 2.0, 4.0], atol=0.05)
+
+
+def test_axis_values_map_every_continuous_kind() -> None:
+    u = np.array([0.0, 0.5, 1.0])
+    x, log = axis_values(FloatDim("lr", 1e-4, 1.0, log=True), u)
+    assert log and x == pytest.approx([1e-4, 1e-2, 1.0])
+    x, log = axis_values(IntDim("n", 1, 4), u)
+    assert not log and x == pytest.approx([0.5, 2.5, 4.5])
+    x, log = axis_values(GridDim("b", (16, 32, 64)), np.array([1 / 6, 0.5, 5 / 6]))
+    assert x == pytest.approx([16, 32, 64])
+    assert math.isclose(axis_values(IntDim("k", 1, 100, log=True), np.array([1.0]))[0][0], 100.5)
