@@ -109,6 +109,17 @@ def _points(fit: MultiverseFit, U_in: np.ndarray, y_in: np.ndarray, U_out: np.nd
     return out
 
 
+def _excluded_points(space: Any, points: list[dict[str, Any]]) -> np.ndarray:
+    """Failed and filtered trials in the unit cube; one whose point cannot be read is not drawn."""
+    rows = []
+    for point in points:
+        try:
+            rows.append(space.to_unit([point])[0])
+        except (KeyError, ValueError, TypeError):
+            continue
+    return np.array(rows).reshape(-1, space.d)
+
+
 def build_multiverse(
     records: SweepRecords, *, out_dir: Path, metric: str | None = None, trial_filter: str | TrialFilter | None = None,
     kernel: str = "matern52-ard", others: str = "centre", resolution: int = 40, seed: int = 0,
@@ -138,10 +149,14 @@ def build_multiverse(
     if len(kept) < MIN_TRIALS:
         raise ReportError(f"only {len(kept)} trial(s) finished{' and passed the filter' if rule else ''}: the GP "
                           f"needs at least {MIN_TRIALS}")
-    U_in = space.to_unit([_point(row, records) for _, row in kept.iterrows()])
+    if resolution < 2:
+        raise ReportError(f"--resolution {resolution} is too small: a map needs at least 2 points per axis")
+    try:
+        U_in = space.to_unit([_point(row, records) for _, row in kept.iterrows()])
+    except (KeyError, ValueError) as exc:
+        raise ReportError(f"a trial's point does not fit the sweep's recorded search space: {exc}") from None
     y_in = kept[f"metric.{metric}"].to_numpy(dtype=np.float64)
-    U_out = space.to_unit([_point(row, records) for _, row in excluded.iterrows()]) if len(excluded) else \
-        np.zeros((0, space.d))
+    U_out = _excluded_points(space, [_point(row, records) for _, row in excluded.iterrows()])
     fit_rows = np.arange(len(y_in))
     if len(fit_rows) > max_fit_points:
         fit_rows = np.sort(as_generator([seed, 3]).choice(len(y_in), size=max_fit_points, replace=False))
