@@ -7,6 +7,10 @@ that need it, so importing this package costs only numpy.
 - :func:`expected_max`: expected best score vs. budget (Dodge et al. 2019).
 - :func:`qra`: coefficient of variation CV* of repeated measurements (Belz et al. 2022).
 - :func:`compare_conditions`: paired tests between environment conditions (Crane 2018).
+- :mod:`sweeper.analysis.multiverse`: the GP over the decision space and what it says:
+  maps, Bayes-factor interaction tests, Sobol sensitivity (Bell et al. 2022); import it
+  explicitly (``from sweeper.analysis.multiverse import bayes_factor, sensitivity``), it
+  needs GPy.
 - :func:`load_sweep`: a sweep's records from MLflow as :class:`SweepRecords` (a pandas
   trial table); MLflow and pandas are imported inside it only.
 """
