@@ -174,6 +174,10 @@ class GPFit:
             out["terms"] = [t.to_dict() for t in self.terms]
         return out
 
+    def describe(self) -> str:
+        """The hyperparameters in one line of text (see :func:`describe_hyperparameters`)."""
+        return describe_hyperparameters(self.hyperparameters())
+
     def kernel(self, X1: NDArray[np.float64], X2: NDArray[np.float64]) -> NDArray[np.float64]:
         """Evaluate the covariance on the standardised scale, identical to the GPy model fitted.
 
@@ -263,6 +267,36 @@ class GPFit:
         root = _posterior_root(cov, float(np.mean(self.kernel_diag(X))))
         f = mean[:, None] + root @ z  # (a, S)
         return (self.y_mean + self.y_std * f).T
+
+
+def _upper(matrix: Any) -> NDArray[np.float64]:
+    m = np.asarray(matrix, dtype=np.float64)
+    return m[np.triu_indices(m.shape[0], 1)]
+
+
+def describe_hyperparameters(hp: dict[str, Any]) -> str:
+    """One line of text for :meth:`GPFit.hyperparameters`, e.g. for a report.
+
+    Example:
+        >>> describe_hyperparameters({"kernel": "rbf", "noise_variance": 0.01, "lengthscales": [0.3, 2.0],
+        ...                           "variance": 1.5})
+        'rbf kernel; lengthscales 0.3, 2; variance 1.5; noise variance 0.01'
+    """
+    def terms() -> list[str]:
+        if "terms" not in hp:
+            return [f"lengthscales {', '.join(f'{v:.3g}' for v in hp['lengthscales'])}; variance {hp['variance']:.3g}"]
+        out = []
+        for t in hp["terms"]:
+            parts = [f"lengthscales {', '.join(f'{v:.3g}' for v in t['lengthscales'])} on columns {t['columns']}"
+                     f" (variance {t['variance']:.3g})"] if t["columns"] else []
+            parts += [f"coregionalization of column {f['column']} with correlations "
+                      + ", ".join(f"{v:.2f}" for v in _upper(f["correlation"]))
+                      for f in t["factors"]]
+            out.append(" times ".join(parts))
+        return [" plus ".join(out)]
+
+    return "; ".join([f"{hp.get('kernel', 'matern52-ard')} kernel", *terms(),
+                      f"noise variance {hp['noise_variance']:.3g}"])
 
 
 def _posterior_root(cov: NDArray[np.float64], variance: float) -> NDArray[np.float64]:

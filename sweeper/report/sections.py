@@ -15,6 +15,7 @@ import numpy as np
 
 from sweeper.analysis.expected_max import ExpectedMax, expected_max
 from sweeper.analysis.qra import QRA
+from sweeper.gp import describe_hyperparameters
 from sweeper.report.checklist import ChecklistItem
 from sweeper.report.filtering import TrialFilter
 from sweeper.report.document import Block, Bullets, Figure, Heading, OutputDir, Paragraph, cell, table
@@ -146,15 +147,13 @@ def surrogate_section(out: OutputDir, surrogate: SurrogateCurve | None, skipped:
     hp = surrogate.hyperparameters
     blocks += [
         Paragraph(
-            f"A Matern-5/2 GP was fitted to the sweep's trials{subset}; {surrogate.n_samples} joint posterior "
+            f"A GP (Matern-5/2, coregionalized over categorical dims) was fitted to the sweep's trials{subset}; {surrogate.n_samples} joint posterior "
             f"samples of `{metric}` were drawn at i.i.d. uniform points of the space ({surrogate.n_point_sets} "
             f"independent sets of {surrogate.n_points} points, seed {surrogate.seed}), and each sample's expected-max "
             f"curve computed. The line is their mean; the band holds {100 * s.level:g} % of them: the GP's "
             f"uncertainty plus the Monte Carlo error of {surrogate.n_points} points. It estimates the true curve of "
             f"random search; it does not include the sampling error of a finite sweep's own empirical curve."),
-        Paragraph("GP hyperparameters (standardised scale): lengthscales "
-                  + ", ".join(f"{v:.3g}" for v in hp["lengthscales"])
-                  + f"; variance {hp['variance']:.3g}; noise variance {hp['noise_variance']:.3g}."),
+        Paragraph(f"GP hyperparameters (standardised scale): {describe_hyperparameters(hp)}."),
         Figure("surrogate_expected_max.png", "Empirical expected-max curve vs the GP surrogate's, with its band"),
     ]
     return blocks

@@ -89,7 +89,9 @@ def test_seed_sweep_report_has_the_caution_qra_and_crane_statistics(seed_sweep) 
     top = text.split("## ")[0]
     assert "**Caution: the empirical expected-max estimator assumes i.i.d. random draws" in top
     assert "came from `sobol`" in top
-    assert "categorical dimension(s) env.seed, env.threads" in text  # why there is no surrogate curve
+    # The surrogate curve models the categorical env.seed x env.threads by coregionalization.
+    assert "coregionalization of column 0" in text and "coregionalization of column 1" in text
+    assert "surrogate_expected_max.png" in artifacts(sweep, parent.info.run_id)
 
     # QRA: all 8 trials measured one object (x, y fixed) under differing env.seed and env.threads.
     scores = {int(r.data.tags["sweeper.trial_index"]): r.data.metrics["score"] for r in children}
