@@ -44,16 +44,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 2
 
 
+def _add_sweep_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
+    """The options naming a sweep in MLflow and its metric, shared by the analysis commands."""
+    parser.add_argument("--experiment", required=True, help="MLflow experiment name (mlflow.experiment_name)")
+    parser.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help=f"default: {DEFAULT_TRACKING_URI}")
+    parser.add_argument("--run", default=None, help="the sweep's parent run id (default: the latest sweep)")
+    parser.add_argument("--metric", default=None, help=f"the metric to {verb} (default: the sweep's metric)")
+
+
 def _add_report_parser(sub: Any) -> None:
     report = sub.add_parser(
         "report", help="write a sweep's report (expected max vs budget, QRA, environment statistics, checklist) "
                        "and log it to MLflow",
         description="Write report.md, report.html, figures and CSV/JSON of every number to --out, and log them as "
                     "artifacts of the sweep's parent run under report/.")
-    report.add_argument("--experiment", required=True, help="MLflow experiment name (mlflow.experiment_name)")
-    report.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help=f"default: {DEFAULT_TRACKING_URI}")
-    report.add_argument("--run", default=None, help="the sweep's parent run id (default: the latest sweep)")
-    report.add_argument("--metric", default=None, help="the metric to report (default: the sweep's metric)")
+    _add_sweep_arguments(report, "report")
     report.add_argument("--mode", choices=("max", "min"), default=None, help="default: the sweep's mode")
     report.add_argument("--group-by", default=None, metavar="PARAM",
                         help="one expected-max curve per value of this param, e.g. model")
@@ -106,10 +111,7 @@ def _add_multiverse_parser(sub: Any) -> None:
                            "sensitivity, coregionalization matrices (Bell et al. 2022); logged to MLflow",
         description="Write PNGs and the numbers behind them (CSV/JSON) to --out and log them as artifacts of the "
                     "sweep's parent run under multiverse/<kernel>/.")
-    p.add_argument("--experiment", required=True, help="MLflow experiment name (mlflow.experiment_name)")
-    p.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help=f"default: {DEFAULT_TRACKING_URI}")
-    p.add_argument("--run", default=None, help="the sweep's parent run id (default: the latest sweep)")
-    p.add_argument("--metric", default=None, help="the metric to model (default: the sweep's metric)")
+    _add_sweep_arguments(p, "model")
     p.add_argument("--filter", default=None, metavar="EXPR",
                    help='keep only finished trials satisfying "<metric> <op> <number>", e.g. "train_acc >= 0.99"; '
                         "the others are drawn as crosses and left out of the fit")
