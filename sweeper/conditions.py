@@ -19,12 +19,16 @@ References:
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import platform
+import shutil
 import socket
 import subprocess
+import sys
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 #: Distributions whose versions are recorded on every trial.
 KEY_PACKAGES = (
@@ -46,7 +50,22 @@ def capture_conditions(code_dir: str | os.PathLike[str] | None = None) -> dict[s
     """
     conditions = dict(_static_conditions(str(code_dir) if code_dir else os.getcwd()))
     conditions.update(_thread_conditions())
+    conditions.update(_gpu_conditions("torch" in sys.modules))
+    if "CUDA_VISIBLE_DEVICES" in os.environ:
+        conditions["gpu.visible"] = os.environ["CUDA_VISIBLE_DEVICES"]
     return conditions
+
+
+@functools.lru_cache(maxsize=1)
+def installed_packages() -> tuple[str, ...]:
+    """Every installed distribution as ``name==version``, sorted: this process's ``pip freeze``."""
+    found = {(d.metadata["Name"] or "").lower(): d.version for d in metadata.distributions() if d.metadata["Name"]}
+    return tuple(f"{name}=={version}" for name, version in sorted(found.items()))
+
+
+def packages_hash() -> str:
+    """SHA-256 of :func:`installed_packages`, one line each: equal hashes, equal environments."""
+    return hashlib.sha256("\n".join(installed_packages()).encode()).hexdigest()
 
 
 @functools.lru_cache(maxsize=8)
@@ -66,7 +85,39 @@ def _static_conditions(code_dir: str) -> tuple[tuple[str, str], ...]:
             c[f"pkg.{name}"] = metadata.version(name)
         except metadata.PackageNotFoundError:
             continue
+    c["packages.sha256"] = packages_hash()
+    c["packages.count"] = str(len(installed_packages()))
     c.update(_git_state(code_dir))
+    return tuple(sorted(c.items()))
+
+
+@functools.lru_cache(maxsize=2)
+def _gpu_conditions(torch_loaded: bool) -> tuple[tuple[str, str], ...]:
+    """GPU name, driver, CUDA and cuDNN versions; empty on a machine without one.
+
+    The driver comes from ``nvidia-smi``; CUDA and cuDNN from torch, and only when the task
+    has imported torch already (importing it here would cost every task a second or more).
+    """
+    c: dict[str, str] = {}
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            out = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=10)
+            rows = [r.split(", ") for r in out.stdout.strip().splitlines() if r.strip()] if out.returncode == 0 else []
+        except (OSError, subprocess.TimeoutExpired):
+            rows = []
+        if rows:
+            c["gpu.count"] = str(len(rows))
+            c["gpu.name"] = "; ".join(sorted({r[0] for r in rows}))
+            c["gpu.driver"] = rows[0][1] if len(rows[0]) > 1 else ""
+            c["gpu.memory"] = rows[0][2] if len(rows[0]) > 2 else ""
+    if torch_loaded:
+        torch = sys.modules["torch"]
+        c["cuda.version"] = str(torch.version.cuda)
+        if torch.cuda.is_available():
+            c["cuda.devices"] = "; ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
+            c["cudnn.version"] = str(torch.backends.cudnn.version())
     return tuple(sorted(c.items()))
 
 
@@ -112,5 +163,45 @@ def _git_state(code_dir: str) -> dict[str, str]:
     if commit is None:
         return {}
     status = git("status", "--porcelain", "--untracked-files=no")
-    return {"git.commit": commit, "git.dirty": str(bool(status)).lower()}
+    state = {"git.commit": commit, "git.dirty": str(bool(status)).lower()}
+    if status:  # what differs from the commit, as a hash: equal hashes, equal code
+        state["git.diff_sha256"] = hashlib.sha256((git("diff", "HEAD") or "").encode()).hexdigest()
+    return state
 
+
+
+#: Which recorded conditions describe the machine and process that measured (Belz et al.'s
+#: measurement procedure), by tag prefix; code and packages are object conditions.
+_PROCEDURE_PREFIXES = ("host", "os", "python", "cpu.", "gpu.", "cuda.", "cudnn.", "blas.", "threads.", "env_in_force.",
+                       "env.", "ray.", "pid")
+_OBJECT_PREFIXES = ("git.", "pkg.", "packages.")
+#: Config blocks that define how the score is measured (the evaluation data and protocol).
+METHOD_BLOCKS = ("data", "eval", "evaluation")
+
+
+def measurement_record(metric: str, metrics: dict[str, float], config: dict[str, Any],
+                       conditions: dict[str, str]) -> dict[str, Any]:
+    """One trial's measurement in the structure of Belz et al. (2022), for ``conditions.json``.
+
+    ``object``: the system measured, i.e. its config without the environment (``env.*``) and
+    evaluation blocks; ``measurand``: the metric and its value; ``object_conditions``: what
+    the object was built from (code commit and diff hash, package versions, the requested
+    ``env.*`` settings); ``measurement_method``: how it was scored (the metric and the
+    evaluation data blocks, e.g. ``data.*``); ``measurement_procedure``: where and how the
+    measurement ran (host, CPU, GPU, BLAS, threads and the environment read back).
+    """
+    def block(key: str) -> str:
+        return key.split(".", 1)[0]
+
+    env = {k: v for k, v in config.items() if block(k) == "env" or k == "seed"}
+    method = {k: v for k, v in config.items() if block(k) in METHOD_BLOCKS}
+    return {
+        "object": {k: v for k, v in config.items() if k not in env and k not in method},
+        "measurand": {"name": metric, "value": metrics.get(metric), "other_metrics": {
+            k: v for k, v in metrics.items() if k != metric}},
+        "object_conditions": {"environment_requested": env,
+                              **{k: v for k, v in conditions.items() if k.startswith(_OBJECT_PREFIXES)}},
+        "measurement_method": {"metric": metric, **method},
+        "measurement_procedure": {k: v for k, v in conditions.items()
+                                  if k.startswith(_PROCEDURE_PREFIXES) and not k.startswith(_OBJECT_PREFIXES)},
+    }

@@ -25,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from sweeper.compose import TrialComposer
 from sweeper.conditions import capture_conditions
+from sweeper.environment import ENV_KEY, env_problems
 from sweeper.errors import SweeperConfigError, TrialFailuresExceeded
 from sweeper.policy import PolicySettings
 from sweeper.grammar import parse_search_space
@@ -150,6 +151,11 @@ class SweeperImpl:
                 f"swept key exists in the task's config (prefix a new key with +, e.g. +{space.names[0]}=...)."
             ) from exc
         log.debug("trial configs composed %s", "once per worker, then overridden" if fast else "in full")
+        env = composer.compose(space.dim_overrides(point)).get(ENV_KEY)
+        if isinstance(env, DictConfig):
+            problems = env_problems(OmegaConf.to_container(env, resolve=True), space)  # type: ignore[arg-type]
+            if problems:
+                raise SweeperConfigError(problems)
         return composer
 
     def _block(self, name: str) -> dict[str, Any]:

@@ -9,12 +9,14 @@ error and its traceback.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
+from sweeper.conditions import measurement_record
 from sweeper.outcome import TrialRecord, format_params
 from sweeper.searcher import TRIAL_KEY
 from sweeper.tracking import BackgroundWriter
@@ -24,6 +26,7 @@ from sweeper.trial import (
     DURATION_KEY,
     ERROR_KEY,
     METRICS_KEY,
+    PACKAGES_KEY,
     STATUS_KEY,
     STEP_KEY,
     STEP_METRICS_KEY,
@@ -58,6 +61,7 @@ class TrialRecorder(Callback):
         self.num_trials = num_trials
         self.strategy = strategy
         self.records: dict[int, TrialRecord] = {}
+        self._packages_logged: set[str] = set()
         self._by_trial: dict[str, TrialRecord] = {}
         self.writer = BackgroundWriter()
 
@@ -145,12 +149,22 @@ class TrialRecorder(Callback):
         tags.update({"status": record.status, "duration_s": record.duration_s, "error": record.error})
         metrics = {**record.metrics, "sweeper.duration_s": record.duration_s}
         traceback_text = result.get(TRACEBACK_KEY)
+        conditions = result.get(CONDITIONS_KEY, {})
+        measurement = measurement_record(self.metric, record.metrics, result.get(CONFIG_KEY, {}), conditions)
+        packages = result.get(PACKAGES_KEY)
+        new_packages = packages and conditions.get("packages.sha256") not in self._packages_logged
+        if new_packages:
+            self._packages_logged.add(conditions["packages.sha256"])
 
         def close() -> None:
             run_id = _run_id(record)
             self.tracker.log(run_id, params=config_params, metrics=metrics, tags=tags)
+            self.tracker.log_text(run_id, json.dumps(measurement, indent=1, default=str), "conditions.json")
             if traceback_text:
                 self.tracker.log_text(run_id, traceback_text, "traceback.txt")
+            if new_packages:  # the pip freeze behind a packages.sha256, once per sweep on its run
+                self.tracker.log_text(self.parent_run_id, "\n".join(packages) + "\n",
+                                      f"packages/{conditions['packages.sha256']}.txt")
             self.tracker.finish(run_id, "FINISHED" if record.status == "FINISHED" else "FAILED")
 
         self.writer.submit(f"closing the run of trial #{record.index}", close)

@@ -1,7 +1,8 @@
 """One trial, in the Ray worker that runs it: compose, run the Hydra job, report.
 
 The driver ships a :class:`TrialContext` once (inside the trainable); each trial then
-composes its Hydra config from the suggestion's overrides, runs the task through Hydra's
+composes its Hydra config from the suggestion's overrides, puts the config's ``env`` block
+in force (:mod:`sweeper.environment`: seeds, threads, determinism, device), runs the task through Hydra's
 own ``run_job`` (so the task sees the usual job output directory, ``HydraConfig`` and
 logging), captures the conditions of measurement of *this* process, and returns one
 result dict. Exceptions and unusable metrics never escape: they become a FAILED result
@@ -22,10 +23,11 @@ from typing import Any
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, run_job, setup_globals
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from sweeper.compose import TrialComposer
-from sweeper.conditions import capture_conditions
+from sweeper.conditions import capture_conditions, installed_packages
+from sweeper.environment import ENV_KEY, EnvironmentInForce, apply_environment
 from sweeper.metrics import reporting_to
 from sweeper.policy import TRIAL_KEY
 from sweeper.space import SearchSpace
@@ -40,11 +42,15 @@ CONFIG_KEY = "sweeper_config"  # the composed task config, flattened (dotted key
 DURATION_KEY = "sweeper_duration_s"
 STEP_KEY = "sweeper_step"  # present only in per-step results from log_metrics
 STEP_METRICS_KEY = "sweeper_step_metrics"
+PACKAGES_KEY = "sweeper_packages"  # the process's pip freeze, in its first result only
 
 #: Config keys holding the task's random seed, recorded as a condition of measurement.
 SEED_KEYS = ("env.seed", "seed")
 #: Top-level config blocks that describe the sweep, not the object measured.
 RUN_SETTING_KEYS = ("ray", "mlflow")
+
+
+_PACKAGES_SENT = False  # whether this process sent its package list to the driver
 
 
 class TrialError(Exception):
@@ -79,9 +85,10 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
     params = {k: v for k, v in config.items() if k != TRIAL_KEY}
     started = time.perf_counter()
     result: dict[str, Any] = {ctx.metric: math.nan, STATUS_KEY: "FAILED", METRICS_KEY: {}, CONFIG_KEY: {}}
+    in_force: EnvironmentInForce | None = None
     try:
         with reporting_to(_report_step):
-            job = _run_job(ctx, ctx.space.dim_overrides(params), index)
+            job, in_force = _run_job(ctx, ctx.space.dim_overrides(params), index)
             result[CONFIG_KEY] = _flat_task_config(job)
             metrics = metrics_from_return(job.return_value, ctx.metric)
         result.update({ctx.metric: metrics[ctx.metric], STATUS_KEY: "FINISHED", METRICS_KEY: metrics})
@@ -90,10 +97,16 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
         result[TRACEBACK_KEY] = "".join(traceback.format_exception(exc))
     result[DURATION_KEY] = time.perf_counter() - started
     conditions = {**capture_conditions(ctx.code_dir), **_ray_placement()}
+    if in_force is not None:
+        conditions.update(in_force.as_conditions())
     seed = next((result[CONFIG_KEY][k] for k in SEED_KEYS if k in result[CONFIG_KEY]), None)
     if seed is not None:
         conditions["seed"] = str(seed)
     result[CONDITIONS_KEY] = conditions
+    global _PACKAGES_SENT
+    if not _PACKAGES_SENT:
+        result[PACKAGES_KEY] = list(installed_packages())
+        _PACKAGES_SENT = True
     return result
 
 
@@ -125,20 +138,23 @@ def metrics_from_return(value: Any, metric: str) -> dict[str, float]:
     return metrics
 
 
-def _run_job(ctx: TrialContext, dim_overrides: list[str], index: int) -> JobReturn:
+def _run_job(ctx: TrialContext, dim_overrides: list[str], index: int) -> tuple[JobReturn, EnvironmentInForce | None]:
+    """Compose the trial's config, put its ``env`` block in force, run the task through Hydra."""
     setup_globals()
     Singleton.set_state(ctx.singleton_state)
     sweep_config = ctx.composer.compose(dim_overrides)
     with open_dict(sweep_config):
         sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{index}"
         sweep_config.hydra.job.num = index
+    env = sweep_config.get(ENV_KEY)
+    in_force = apply_environment(OmegaConf.to_container(env, resolve=True)) if isinstance(env, DictConfig) else None
     return run_job(  # sets HydraConfig itself
         hydra_context=ctx.hydra_context,
         task_function=ctx.task_function,
         config=sweep_config,
         job_dir_key="hydra.sweep.dir",
         job_subdir_key="hydra.sweep.subdir",
-    )
+    ), in_force
 
 
 def _flat_task_config(job: JobReturn) -> dict[str, Any]:

@@ -69,6 +69,31 @@ class MLflowConf:
     experiment_name: str = "${hydra:job.name}"
 
 
+@dataclass
+class EnvConf:
+    """Environment conditions of every trial, put in force in its worker by sweeper.environment.
+
+    Every key is sweepable: env.seed='range(0,200)' env.threads=1,2 env.deterministic=true,false
+    """
+
+    seed: int = 0  # seeds Python, NumPy and torch (CPU and CUDA)
+    threads: Optional[int] = None  # BLAS/OpenMP and torch threads; null leaves them as they are
+    deterministic: bool = False  # torch deterministic algorithms, CUBLAS_WORKSPACE_CONFIG, cuDNN deterministic
+    cudnn: bool = True  # cuDNN enabled
+    cudnn_benchmark: bool = False  # cuDNN autotuner (fast, not reproducible); forced off by deterministic
+    device: str = "auto"  # cpu | cuda | auto (cuda when the trial was given a GPU)
+    matmul_precision: str = "highest"  # float32 matmul precision: highest | high | medium
+
+
+# The env group, for any application: `defaults: [env: default]`, then env=reproducible or env=fast.
+ENV_PRESETS = {
+    "default": EnvConf(),
+    "reproducible": EnvConf(threads=1, deterministic=True, cudnn_benchmark=False, matmul_precision="highest"),
+    "fast": EnvConf(deterministic=False, cudnn_benchmark=True, matmul_precision="high"),
+}
+for _name, _node in ENV_PRESETS.items():
+    ConfigStore.instance().store(group="env", name=_name, node=_node, provider="multiverse_sweeper")
+
 ConfigStore.instance().store(
     group="hydra/sweeper",
     name="multiverse",

@@ -1,0 +1,245 @@
+"""Environment conditions as experimental factors: set them in the worker, then read them back.
+
+Crane (2018) showed that the seed, the thread count, the BLAS library, CPU vs GPU and cuDNN
+move scores by more than most published improvements. The ``env`` config group
+(``conf/env/``) makes each of them a setting of the trial, sweepable like any
+hyperparameter (``env.seed='range(0,200)'``, ``env.threads=1,2``,
+``env.deterministic=true,false``, ``env.device=cpu,cuda``), and :func:`apply_environment`
+puts them in force in the process that runs the trial, before the task builds anything:
+
+=================  =========================================================================
+key                effect
+=================  =========================================================================
+``seed``           ``random.seed``, ``numpy.random.seed``, ``torch.manual_seed`` (CPU and every CUDA device)
+``threads``        BLAS/OpenMP pools via threadpoolctl, ``torch.set_num_threads``, and the
+                   ``OMP/MKL/OPENBLAS_NUM_THREADS`` variables for libraries loaded later
+``deterministic``  ``torch.use_deterministic_algorithms``, ``CUBLAS_WORKSPACE_CONFIG=:4096:8``,
+                   cuDNN deterministic with the autotuner off
+``cudnn``          ``torch.backends.cudnn.enabled``
+``cudnn_benchmark``  the cuDNN autotuner (forced off by ``deterministic``)
+``device``         ``cpu``, ``cuda``, or ``auto``: CUDA when torch sees a GPU in this process
+                   (Ray sets ``CUDA_VISIBLE_DEVICES`` to the GPUs it gave the trial)
+``matmul_precision``  ``torch.set_float32_matmul_precision`` (``highest``, ``high``, ``medium``)
+=================  =========================================================================
+
+What is *in force* is then read back (:class:`EnvironmentInForce`), not copied from the
+request: the thread count of every BLAS pool and of torch, whether deterministic
+algorithms are on, the cuDNN flags, the matmul precision, the device. torch is imported
+only when installed; without it the torch settings are skipped and recorded as absent.
+
+References:
+    Crane, M. (2018). Questionable Answers in Question Answering Research:
+    Reproducibility and Variability of Published Results. TACL 6, §4.4-4.5.
+    PyTorch documentation, "Reproducibility" (deterministic algorithms, CUBLAS_WORKSPACE_CONFIG).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+import numpy as np
+
+#: The config block a trial's environment is read from.
+ENV_KEY = "env"
+DEVICES = ("auto", "cpu", "cuda")
+MATMUL_PRECISIONS = ("highest", "high", "medium")
+#: cuBLAS needs a fixed workspace to be deterministic (PyTorch's reproducibility notes).
+CUBLAS_WORKSPACE = ":4096:8"
+_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+
+
+class EnvironmentSettingError(ValueError):
+    """An ``env`` setting is invalid or cannot be honoured here; the message names the fix."""
+
+
+@dataclass(frozen=True)
+class EnvSettings:
+    """The requested environment of a trial: the keys of the ``env`` config group."""
+
+    seed: int = 0
+    threads: int | None = None
+    deterministic: bool = False
+    cudnn: bool = True
+    cudnn_benchmark: bool = False
+    device: str = "auto"
+    matmul_precision: str = "highest"
+
+    @classmethod
+    def from_config(cls, env: Mapping[str, Any] | None) -> EnvSettings:
+        """Read the ``env`` block (a dict or DictConfig); unknown keys and bad values raise, all at once."""
+        if env is None:
+            return cls()
+        data = dict(env.items())
+        known = {f.name for f in fields(cls)}
+        problems = [f"env.{k} is not an environment setting (known: {', '.join(sorted(known))})"
+                    for k in data if k not in known]
+        settings = cls(**{k: v for k, v in data.items() if k in known})
+        problems += settings.problems()
+        if problems:
+            raise EnvironmentSettingError("; ".join(problems))
+        return settings
+
+    def problems(self) -> list[str]:
+        p = []
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
+            p.append(f"env.seed={self.seed!r} must be an integer >= 0")
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
+                                         or self.threads < 1):
+            p.append(f"env.threads={self.threads!r} must be an integer >= 1, or null to leave threads alone")
+        if self.device not in DEVICES:
+            p.append(f"env.device={self.device!r} must be one of {', '.join(DEVICES)}")
+        if self.matmul_precision not in MATMUL_PRECISIONS:
+            p.append(f"env.matmul_precision={self.matmul_precision!r} must be one of {', '.join(MATMUL_PRECISIONS)}")
+        for key in ("deterministic", "cudnn", "cudnn_benchmark"):
+            if not isinstance(getattr(self, key), bool):
+                p.append(f"env.{key}={getattr(self, key)!r} must be true or false")
+        return p
+
+
+@dataclass(frozen=True)
+class EnvironmentInForce:
+    """What :func:`apply_environment` read back after setting it; None where it does not apply.
+
+    Attributes:
+        seed: The seed given to every generator.
+        device: ``cpu`` or ``cuda``.
+        blas_threads: Threads of each BLAS/OpenMP pool, ``"<api>=<n>"`` joined by ``,``.
+        torch_threads: ``torch.get_num_threads()``.
+        deterministic: ``torch.are_deterministic_algorithms_enabled()``.
+        cublas_workspace: ``CUBLAS_WORKSPACE_CONFIG`` as set in the process.
+        cudnn_enabled, cudnn_deterministic, cudnn_benchmark: ``torch.backends.cudnn`` flags.
+        matmul_precision: ``torch.get_float32_matmul_precision()``.
+    """
+
+    seed: int
+    device: str
+    blas_threads: str
+    torch_threads: int | None = None
+    deterministic: bool | None = None
+    cublas_workspace: str | None = None
+    cudnn_enabled: bool | None = None
+    cudnn_deterministic: bool | None = None
+    cudnn_benchmark: bool | None = None
+    matmul_precision: str | None = None
+
+    def as_conditions(self) -> dict[str, str]:
+        """Tag name -> text, under ``env_in_force.``; fields that do not apply are left out."""
+        return {f"env_in_force.{k}": (str(v).lower() if isinstance(v, bool) else str(v))
+                for k, v in asdict(self).items() if v is not None}
+
+
+_LAST: EnvironmentInForce | None = None
+
+
+def env_problems(env: Mapping[str, Any], space: Any) -> list[str]:
+    """Every invalid ``env`` setting of a sweep: the config's own and each swept value of an ``env.*`` dim.
+
+    Checked in the driver before Ray starts (whether a GPU is there is left to the worker).
+    """
+    def check(values: Mapping[str, Any]) -> list[str]:
+        try:
+            EnvSettings.from_config(values)
+        except EnvironmentSettingError as exc:
+            return str(exc).split("; ")
+        return []
+
+    prefix = ENV_KEY + "."
+    swept = {dim.name[len(prefix):]: dim for dim in space.dims if dim.name.startswith(prefix)}
+    fixed = {k: v for k, v in env.items() if k not in swept}
+    problems = check(fixed)
+    for key, dim in swept.items():
+        for value in getattr(dim, "choices", None) or getattr(dim, "values", None) or (dim.low, dim.high):
+            problems += [f"{p} (swept by {dim.name}={dim.spec})" for p in check({**fixed, key: value})
+                         if p.startswith(f"env.{key}")]
+    return list(dict.fromkeys(problems))
+
+
+def apply_environment(env: Mapping[str, Any] | EnvSettings | None) -> EnvironmentInForce:
+    """Put the ``env`` settings in force in this process and return what is in force.
+
+    Idempotent: applying the same settings twice leaves the same state (the generators are
+    re-seeded to the same point). Call it before the task builds data or models.
+
+    Args:
+        env: The ``env`` config block (dict or DictConfig), an :class:`EnvSettings`, or
+            None (the defaults: seed 0, threads untouched, not deterministic, device auto).
+
+    Returns:
+        The settings read back from the libraries.
+
+    Raises:
+        EnvironmentSettingError: A bad setting, or ``device=cuda`` without a visible GPU.
+    """
+    global _LAST
+    s = env if isinstance(env, EnvSettings) else EnvSettings.from_config(env)
+    torch = _torch()
+    device = _resolve_device(s.device, torch)
+    if s.threads is not None:
+        for name in _THREAD_VARIABLES:
+            os.environ[name] = str(s.threads)
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=s.threads)  # not as a context: the limit stays for the trial
+    if s.deterministic:
+        os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE
+    random.seed(s.seed)
+    np.random.seed(s.seed)
+    if torch is not None:
+        if s.threads is not None:
+            torch.set_num_threads(s.threads)
+        torch.manual_seed(s.seed)  # seeds every CUDA device too
+        torch.use_deterministic_algorithms(s.deterministic)
+        torch.backends.cudnn.enabled = s.cudnn
+        torch.backends.cudnn.deterministic = s.deterministic
+        torch.backends.cudnn.benchmark = s.cudnn_benchmark and not s.deterministic
+        torch.set_float32_matmul_precision(s.matmul_precision)
+    _LAST = read_environment(s.seed, device)
+    return _LAST
+
+
+def read_environment(seed: int, device: str) -> EnvironmentInForce:
+    """Read the thread counts, torch flags and matmul precision now in force."""
+    from threadpoolctl import threadpool_info
+
+    pools = ",".join(sorted(f"{p.get('internal_api')}={p.get('num_threads')}" for p in threadpool_info()))
+    torch = _torch()
+    if torch is None:
+        return EnvironmentInForce(seed, device, pools)
+    return EnvironmentInForce(
+        seed=seed, device=device, blas_threads=pools, torch_threads=torch.get_num_threads(),
+        deterministic=torch.are_deterministic_algorithms_enabled(),
+        cublas_workspace=os.environ.get("CUBLAS_WORKSPACE_CONFIG"), cudnn_enabled=torch.backends.cudnn.enabled,
+        cudnn_deterministic=torch.backends.cudnn.deterministic, cudnn_benchmark=torch.backends.cudnn.benchmark,
+        matmul_precision=torch.get_float32_matmul_precision())
+
+
+def last_environment() -> EnvironmentInForce | None:
+    """What the latest :func:`apply_environment` in this process put in force (None before any)."""
+    return _LAST
+
+
+def _torch() -> Any:
+    """torch if it is installed (imported on first use), else None."""
+    if importlib.util.find_spec("torch") is None:
+        return None
+    import torch
+
+    return torch
+
+
+def _resolve_device(requested: str, torch: Any) -> str:
+    has_gpu = torch is not None and torch.cuda.is_available()
+    if requested == "cuda" and not has_gpu:
+        why = "torch is not installed" if torch is None else (
+            "torch sees no GPU (CUDA_VISIBLE_DEVICES="
+            f"{os.environ.get('CUDA_VISIBLE_DEVICES', 'unset')!r}: give trials a GPU with "
+            "ray.resources_per_trial.gpu=1, or a fraction such as 0.25)")
+        raise EnvironmentSettingError(f"env.device=cuda but {why}. Use env.device=auto to fall back to the CPU.")
+    if requested == "auto":
+        return "cuda" if has_gpu else "cpu"
+    return requested
