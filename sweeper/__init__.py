@@ -11,6 +11,7 @@ from sweeper.errors import MissingDependencyError, SweeperConfigError, TrialFail
 from sweeper.metrics import log_metrics
 
 if TYPE_CHECKING:
+    from sweeper.environment import apply_environment
     from sweeper.policy import MultiversePolicy, PolicySettings, Suggestion
     from sweeper.searcher import MultiverseSearch
     from sweeper.space import SearchSpace
@@ -26,6 +27,7 @@ __all__ = [
     "Suggestion",
     "SweeperConfigError",
     "TrialFailuresExceeded",
+    "apply_environment",
     "log_metrics",
 ]
 
@@ -35,6 +37,7 @@ _LAZY = {
     "PolicySettings": "sweeper.policy",
     "Suggestion": "sweeper.policy",
     "SearchSpace": "sweeper.space",
+    "apply_environment": "sweeper.environment",
 }
 
 
