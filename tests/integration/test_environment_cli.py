@@ -101,3 +101,23 @@ def test_a_bad_env_value_stops_the_sweep_before_any_trial(tmp_path: Path) -> Non
     assert "env.threads=0 must be an integer >= 1" in sweep.output
     assert "env.device='gpu' must be one of auto, cpu, cuda (swept by env.device=" in sweep.output
     assert not (tmp_path / "mlruns.db").exists()  # nothing was recorded: no trial ran
+
+
+def test_fractional_gpus_are_assigned_and_auto_falls_back_to_the_cpu(tmp_path: Path) -> None:
+    # Ray is told there is one GPU (there is none here): four trials share it at 0.25 each,
+    # Ray sets CUDA_VISIBLE_DEVICES for them, and env.device=auto still runs on the CPU because
+    # torch sees no usable GPU -- the path a CPU-only CI and a misconfigured node both take.
+    sweep = run_cli(TORCH_APP, tmp_path, "ray.num_gpus=1", "ray.resources_per_trial.gpu=0.25",
+                    "ray.resources_per_trial.cpu=0.5", "env.seed=choice(0,1,2,3)", "hydra.sweeper.num_trials=4")
+    assert sweep.proc.returncode == 0, sweep.output
+    _, runs = sweep.runs("torchy")
+    assert len(runs) == 4
+    for r in runs:
+        assert r.data.tags["sweeper.gpu.visible"] == "0"
+        assert r.data.tags["sweeper.env_in_force.device"] == ("cuda" if _torch_has_gpu() else "cpu")
+
+
+def _torch_has_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
