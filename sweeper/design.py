@@ -148,3 +148,21 @@ def balance_categories(U: NDArray[np.float64], categories: dict[int, int], seed:
         U[:, c] = (combos % k + 0.5) / k
         combos = combos // k
     return U
+
+
+def factorial_design(levels: Sequence[NDArray[np.float64]], seed: Seed) -> NDArray[np.float64]:
+    """Every combination of the given levels (a full factorial), in a seeded random order.
+
+    The random order makes every prefix a uniform random subset of the grid, so a sweep cut
+    short still spreads over it, and one seed gives one order.
+
+    Args:
+        levels: For each dimension, its levels (unit-cube coordinates).
+        seed: Seed of the order (see :func:`as_generator`).
+
+    Returns:
+        Shape ``(prod(len(l)), len(levels))``.
+    """
+    mesh = np.meshgrid(*[np.asarray(lv, dtype=np.float64) for lv in levels], indexing="ij")
+    grid = np.stack([m.ravel() for m in mesh], axis=1)
+    return grid[as_generator(seed).permutation(grid.shape[0])]

@@ -6,6 +6,10 @@ their results with :meth:`~MultiversePolicy.tell`. Strategies:
 - ``random``: i.i.d. uniform points in the unit cube, the only design under which the
   expected-maximum estimator of Dodge et al. (2019) is unbiased;
 - ``sobol``: a scrambled Sobol sequence, seeded;
+- ``grid``: the full factorial of discrete dimensions (choice, range, int) in a seeded
+  random order, replicated if ``num_trials`` exceeds it: the design for crossed
+  environment conditions (``env.seed x env.threads x env.deterministic``), where Sobol's
+  low-discrepancy structure couples the cells of different dimensions;
 - ``ivr``: ``n_initial`` Sobol points, then Gaussian-process integrated variance reduction
   (Bell et al. 2022, eq. 6-7), the design that maps the whole space;
 - ``ucb``: ``n_initial`` Sobol points, then GP-UCB (GP-BUCB for batches), the optimising
@@ -56,7 +60,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sweeper.acquisition import select_ivr_batch, select_ucb_batch
-from sweeper.design import balance_categories, random_design, sobol_design
+from sweeper.design import balance_categories, factorial_design, random_design, sobol_design
 from sweeper.errors import SweeperConfigError
 from sweeper.gp import GPFit, fit_gp
 from sweeper.interaction import interaction_bayes_factor
@@ -68,7 +72,9 @@ log = logging.getLogger(__name__)
 #: Key of a trial's config that carries its suggestion's metadata (index, phase, batch, ...).
 TRIAL_KEY = "sweeper_trial"
 
-STRATEGIES = ("random", "sobol", "ivr", "ucb")
+STRATEGIES = ("random", "sobol", "grid", "ivr", "ucb")
+#: Largest full factorial the grid strategy enumerates.
+MAX_GRID = 1_000_000
 GP_STRATEGIES = ("ivr", "ucb")
 STATE_VERSION = 2
 #: Fewest finished trials the interaction test of ``stop_on_bayes_factor`` is run on.
@@ -139,6 +145,16 @@ class PolicySettings:
             elif self.n_initial > self.num_trials:
                 bad("n_initial", f"the Sobol phase cannot be longer than num_trials={self.num_trials}",
                     min(8, self.num_trials))
+        if self.strategy == "grid" and space is not None:
+            floats = [d.name for d, lv in zip(space.dims, space.levels()) if lv is None]
+            size = math.prod(len(lv) for lv in space.levels() if lv is not None)
+            if floats:
+                p.append(f"{prefix}strategy='grid' needs every dimension discrete, but {', '.join(floats)} "
+                         f"{'is a float interval' if len(floats) == 1 else 'are float intervals'}: make it "
+                         f"choice(...), range(...) or int(interval(...)), or use {prefix}strategy=sobol.")
+            elif size > MAX_GRID:
+                p.append(f"{prefix}strategy='grid' would enumerate {size} combinations, more than {MAX_GRID}: "
+                         f"narrow the dimensions or use {prefix}strategy=sobol.")
         if space is not None and space.d == 0:
             p.append(
                 "the search space has no dimension to search: give one in hydra.sweeper.params "
@@ -215,6 +231,7 @@ class MultiversePolicy:
         self._results: dict[int, float] = {}  # index -> value; NaN marks a failed trial
         self._plan: list[Suggestion] = []  # the rest of the current batch, issued one per ask
         self._sobol: NDArray[np.float64] | None = None
+        self._grid: NDArray[np.float64] | None = None
         self._bayes_factors: list[BayesFactorCheck] = []
         #: Called with each :class:`BayesFactorCheck` as it is made (e.g. to log it to MLflow).
         self.on_bayes_factor: Callable[[BayesFactorCheck], None] | None = None
@@ -276,8 +293,8 @@ class MultiversePolicy:
                 return None  # the test, like the batch, waits for every earlier result
             if self._test_interaction(index):
                 return None
-        if s.strategy == "random":
-            suggestion = self._design_point(index, "random")
+        if s.strategy in ("random", "grid"):
+            suggestion = self._design_point(index, s.strategy)
         elif s.strategy == "sobol" or index < s.n_initial:
             suggestion = self._design_point(index, "sobol")
         else:
@@ -376,6 +393,10 @@ class MultiversePolicy:
         s = self.settings
         if phase == "random":
             u = random_design(1, self.space.d, [s.seed, _STREAM_RANDOM, index])[0]
+        elif phase == "grid":
+            if self._grid is None:
+                self._grid = factorial_design([lv for lv in self.space.levels() if lv is not None], s.seed)
+            u = self._grid[index % self._grid.shape[0]]  # beyond the grid: replicate it, same order
         else:
             if self._sobol is None:
                 self._sobol = sobol_design(s.num_trials, self.space.d, s.seed)

@@ -324,6 +324,19 @@ class SearchSpace:
         """Whether any dimension is a :class:`ChoiceDim`."""
         return any(dim.is_categorical for dim in self.dims)
 
+    def levels(self) -> list[NDArray[np.float64] | None]:
+        """Unit-cube coordinates of every legal value of each dimension; None for a float dimension."""
+        out: list[NDArray[np.float64] | None] = []
+        for dim in self.dims:
+            if isinstance(dim, IntDim):
+                out.append(np.array([dim.to_unit(v) for v in range(dim.low, dim.high + 1)]))
+            elif isinstance(dim, GridDim | ChoiceDim):
+                n = len(dim.values) if isinstance(dim, GridDim) else len(dim.choices)
+                out.append((np.arange(n) + 0.5) / n)
+            else:
+                out.append(None)
+        return out
+
     def categories(self) -> dict[int, int]:
         """Categorical columns: column -> number of choices (cell ``floor(u k)`` is the choice)."""
         return {i: len(dim.choices) for i, dim in enumerate(self.dims) if isinstance(dim, ChoiceDim)}

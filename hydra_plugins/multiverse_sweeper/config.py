@@ -20,7 +20,7 @@ class MultiverseSweeperConf:
     """Settings of one sweep; field names equal the sweeper's constructor arguments."""
 
     _target_: str = "hydra_plugins.multiverse_sweeper.multiverse_sweeper.MultiverseSweeper"
-    strategy: str = "ivr"  # random | sobol | ivr | ucb
+    strategy: str = "ivr"  # random | sobol | grid | ivr | ucb
     metric: str = "objective"  # the task's output to model; a float return is named this
     mode: str = "max"  # max | min
     n_initial: int = 8  # Sobol points before the GP takes over (ivr, ucb)

@@ -242,12 +242,23 @@ def _point(row: Any, records: SweepRecords) -> dict[str, Any]:
 
     assert records.space is not None
     point = {}
-    for name in records.space.names:
+    for name, dim in zip(records.space.names, records.space.dims):
         key = f"param.{name}"
         if key not in row.index:
             key = "param." + re.sub(r"[^A-Za-z0-9_\-. /]", "_", name)
-        point[name] = row[key] if key in row.index else None
+        point[name] = _as_choice(dim, row[key]) if key in row.index else None
     return point
+
+
+def _as_choice(dim: Any, value: Any) -> Any:
+    """A recorded param as the dimension's own value: MLflow keeps text, so ``'False'`` means False."""
+    choices = getattr(dim, "choices", None)
+    if choices is None or any(value == c and type(value) is type(c) for c in choices):
+        return value
+    for choice, text in zip(choices, dim.choice_strings):
+        if str(value) in (str(choice), text):
+            return choice
+    return value
 
 
 def _best(kept: Any, metric: str, maximize: bool, records: SweepRecords) -> dict[str, Any] | None:

@@ -209,7 +209,7 @@ def test_categorical_dims_work_in_sobol_and_visit_every_category() -> None:
 @pytest.mark.parametrize(
     ("settings", "match"),
     [
-        (dict(strategy="bayes"), r"strategy='bayes' is invalid: must be one of random, sobol, ivr, ucb\. Try strategy=ivr"),
+        (dict(strategy="bayes"), r"strategy='bayes' is invalid: must be one of random, sobol, grid, ivr, ucb\. Try strategy=ivr"),
         (dict(mode="maximise"), r"mode='maximise' is invalid: must be max or min"),
         (dict(num_trials=0), r"num_trials=0 is invalid: a sweep needs at least 1 trial"),
         (dict(batch_size=0), r"batch_size=0 is invalid: a batch holds at least 1 point\. Try batch_size=8"),

@@ -132,3 +132,30 @@ def test_deterministic_interaction_test_waits_for_every_earlier_result() -> None
     policy.tell(first[-1].index, interacting(first[-1].params))
     policy.ask()
     assert [c.n for c in policy.bayes_factors] == [12]
+
+
+def test_grid_is_the_full_factorial_in_a_seeded_order_then_replicated() -> None:
+    space = SearchSpace.from_specs({"env.seed": "range(0, 4)", "env.threads": "choice(1, 2)",
+                                    "env.deterministic": "choice(true, false)", "n": "int(interval(1, 3))"})
+    policy = MultiversePolicy(space, PolicySettings(strategy="grid", num_trials=96, seed=5))
+    run(policy, lambda p: 0.0)
+    combos = [tuple(s.params[k] for k in ("env.seed", "env.threads", "env.deterministic", "n"))
+              for s in policy.suggestions]
+    assert len(set(combos[:48])) == 48 and combos[48:] == combos[:48]  # every cell once, then again
+    other = MultiversePolicy(space, PolicySettings(strategy="grid", num_trials=96, seed=6))
+    run(other, lambda p: 0.0)
+    again = MultiversePolicy(space, PolicySettings(strategy="grid", num_trials=96, seed=5))
+    run(again, lambda p: 0.0)
+    assert [s.params for s in again.suggestions] == [s.params for s in policy.suggestions]
+    assert [s.params for s in other.suggestions] != [s.params for s in policy.suggestions]
+    # Unlike Sobol's coupled cells, every seed meets both thread counts under both settings.
+    assert {(c[0], c[1], c[2]) for c in combos[:48]} == {(s, t, d) for s in range(4) for t in (1, 2)
+                                                         for d in (True, False)}
+
+
+def test_grid_refuses_float_dims_and_huge_grids() -> None:
+    with pytest.raises(SweeperConfigError, match=r"strategy='grid' needs every dimension discrete, but x is a float"):
+        MultiversePolicy(SearchSpace.from_specs({"x": "interval(0, 1)", "k": "a,b"}), PolicySettings(strategy="grid"))
+    big = SearchSpace.from_specs({"a": "int(interval(1, 2000))", "b": "int(interval(1, 2000))"})
+    with pytest.raises(SweeperConfigError, match="would enumerate 4000000 combinations"):
+        MultiversePolicy(big, PolicySettings(strategy="grid"))

@@ -298,3 +298,14 @@ def test_report_of_a_sweep_where_every_trial_failed(tmp_path: Path) -> None:
     assert "No finished trial counts." in text and "3 trial(s) failed" in text
     assert report.surrogate is None and "only 0 finished trial(s)" in report.surrogate_note
     assert pd.read_csv(tmp_path / "failures.csv")["error"].tolist() == ["E0", "E1", "E2"]
+
+
+def test_recorded_text_maps_back_to_the_choice() -> None:
+    from sweeper.report.build import _as_choice
+    from sweeper.space import ChoiceDim
+
+    flag = ChoiceDim("env.deterministic", (True, False))
+    assert _as_choice(flag, "False") is False and _as_choice(flag, "True") is True
+    threads = ChoiceDim("env.threads", (1, 2))
+    assert _as_choice(threads, np.int64(2)) == 2 and type(_as_choice(threads, np.int64(2))) is int
+    assert _as_choice(ChoiceDim("m", ("a", "b")), "b") == "b"
