@@ -179,19 +179,20 @@ def apply_environment(env: Mapping[str, Any] | EnvSettings | None) -> Environmen
     s = env if isinstance(env, EnvSettings) else EnvSettings.from_config(env)
     torch = _torch()
     device = _resolve_device(s.device, torch)
-    if s.threads is not None:
-        for name in _THREAD_VARIABLES:
-            os.environ[name] = str(s.threads)
-        from threadpoolctl import threadpool_limits
+    original = _original_state(torch)
+    from threadpoolctl import threadpool_limits
 
-        threadpool_limits(limits=s.threads)  # not as a context: the limit stays for the trial
-    if s.deterministic:
-        os.environ["CUBLAS_WORKSPACE_CONFIG"] = CUBLAS_WORKSPACE
+    # A reused worker ran other trials before: a setting left at null or false restores the
+    # process's own state instead of inheriting the previous trial's.
+    threads = {k: str(s.threads) for k in _THREAD_VARIABLES} if s.threads is not None else original.variables
+    _set_variables(threads, _THREAD_VARIABLES)
+    threadpool_limits(limits=s.threads if s.threads is not None else original.pools)  # stays for the trial
+    cublas = {"CUBLAS_WORKSPACE_CONFIG": CUBLAS_WORKSPACE} if s.deterministic else original.variables
+    _set_variables(cublas, ("CUBLAS_WORKSPACE_CONFIG",))
     random.seed(s.seed)
     np.random.seed(s.seed)
     if torch is not None:
-        if s.threads is not None:
-            torch.set_num_threads(s.threads)
+        torch.set_num_threads(s.threads if s.threads is not None else original.torch_threads)
         torch.manual_seed(s.seed)  # seeds every CUDA device too
         torch.use_deterministic_algorithms(s.deterministic)
         torch.backends.cudnn.enabled = s.cudnn
@@ -216,6 +217,38 @@ def read_environment(seed: int, device: str) -> EnvironmentInForce:
         cublas_workspace=os.environ.get("CUBLAS_WORKSPACE_CONFIG"), cudnn_enabled=torch.backends.cudnn.enabled,
         cudnn_deterministic=torch.backends.cudnn.deterministic, cudnn_benchmark=torch.backends.cudnn.benchmark,
         matmul_precision=torch.get_float32_matmul_precision())
+
+
+@dataclass(frozen=True)
+class _OriginalState:
+    """The process's own thread and cuBLAS settings, before any trial changed them."""
+
+    variables: dict[str, str]
+    pools: dict[str, int]
+    torch_threads: int
+
+
+_ORIGINAL: _OriginalState | None = None
+
+
+def _original_state(torch: Any) -> _OriginalState:
+    global _ORIGINAL
+    if _ORIGINAL is None:
+        from threadpoolctl import threadpool_info
+
+        _ORIGINAL = _OriginalState(
+            variables={k: os.environ[k] for k in (*_THREAD_VARIABLES, "CUBLAS_WORKSPACE_CONFIG") if k in os.environ},
+            pools={p["user_api"]: p["num_threads"] for p in threadpool_info()},
+            torch_threads=torch.get_num_threads() if torch is not None else 0)
+    return _ORIGINAL
+
+
+def _set_variables(values: Mapping[str, str], names: tuple[str, ...]) -> None:
+    for name in names:
+        if name in values:
+            os.environ[name] = values[name]
+        else:
+            os.environ.pop(name, None)
 
 
 def last_environment() -> EnvironmentInForce | None:

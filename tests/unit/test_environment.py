@@ -141,3 +141,14 @@ def test_measurement_record_follows_belz_structure() -> None:
     assert rec["measurement_method"] == {"metric": "test_acc", "data.name": "digits"}
     assert rec["measurement_procedure"] == {"host": "h", "env_in_force.torch_threads": "1",
                                             "threads.numpy.openblas": "1"}
+
+
+def test_a_later_trial_without_settings_gets_the_process_state_back() -> None:
+    apply_environment({})  # the first call records the process's own state
+    before = (torch.get_num_threads(), {p["num_threads"] for p in threadpool_info()},
+              os.environ.get("OMP_NUM_THREADS"), os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
+    apply_environment({"threads": 1, "deterministic": True})  # a trial in a reused worker
+    after = apply_environment({"threads": None, "deterministic": False})  # the next trial
+    assert (torch.get_num_threads(), {p["num_threads"] for p in threadpool_info()},
+            os.environ.get("OMP_NUM_THREADS"), os.environ.get("CUBLAS_WORKSPACE_CONFIG")) == before
+    assert after.cublas_workspace == before[3] and not after.deterministic
