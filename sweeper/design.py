@@ -122,8 +122,9 @@ def balance_categories(U: NDArray[np.float64], categories: dict[int, int], seed:
     """Give every combination of categories an equal share of the rows of a design.
 
     The categorical columns of ``U`` (cell ``floor(u k)`` is the category) are replaced by
-    cell centres such that each of the ``prod k`` combinations appears ``floor(n / C)`` or
-    one more times, in a seeded random order. IMPORTANT: the order must be random, not
+    cell centres such that every block of ``C = prod k`` consecutive rows holds each
+    combination once, in a seeded random order: any prefix of ``m C`` rows (e.g. the
+    initial design of a GP strategy) is exactly balanced. IMPORTANT: the order must be random, not
     cyclic: the ``i``-th point of a Sobol sequence is structured in ``i`` (even indices
     fill one half of the first axis), so a cyclic assignment would tie each combination to
     a sub-region of the continuous dims. Used for the integration points of IVR, which
@@ -142,8 +143,10 @@ def balance_categories(U: NDArray[np.float64], categories: dict[int, int], seed:
         return U
     columns = sorted(categories)
     sizes = [int(categories[c]) for c in columns]
-    combos = np.resize(np.arange(int(np.prod(sizes))), U.shape[0])
-    as_generator(seed).shuffle(combos)
+    n_combos = int(np.prod(sizes))
+    rng = as_generator(seed)
+    blocks = -(-U.shape[0] // n_combos)
+    combos = np.concatenate([rng.permutation(n_combos) for _ in range(blocks)])[: U.shape[0]]
     for c, k in zip(columns, sizes):
         U[:, c] = (combos % k + 0.5) / k
         combos = combos // k

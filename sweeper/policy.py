@@ -81,7 +81,7 @@ STATE_VERSION = 2
 MIN_BAYES_FACTOR_TRIALS = 4
 
 # Stream tags: independent random streams derived from the one seed.
-_STREAM_RANDOM, _STREAM_CANDIDATES, _STREAM_INTEGRATION, _STREAM_GP, _STREAM_BAYES = 1, 2, 3, 4, 5
+_STREAM_RANDOM, _STREAM_CANDIDATES, _STREAM_INTEGRATION, _STREAM_GP, _STREAM_BAYES, _STREAM_BALANCE = 1, 2, 3, 4, 5, 6
 
 
 @dataclass(frozen=True)
@@ -399,7 +399,10 @@ class MultiversePolicy:
             u = self._grid[index % self._grid.shape[0]]  # beyond the grid: replicate it, same order
         else:
             if self._sobol is None:
-                self._sobol = sobol_design(s.num_trials, self.space.d, s.seed)
+                # Each combination of categories gets an equal share: a Sobol design's cells of
+                # two discrete dims can be coupled (each model paired with one dataset only).
+                self._sobol = balance_categories(sobol_design(s.num_trials, self.space.d, s.seed),
+                                                 self.space.categories(), [s.seed, _STREAM_BALANCE])
             u = self._sobol[index]
         return self._make(index, u, phase, self._batch_of(index))
 

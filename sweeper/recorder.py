@@ -62,6 +62,7 @@ class TrialRecorder(Callback):
         self.strategy = strategy
         self.records: dict[int, TrialRecord] = {}
         self._packages_logged: set[str] = set()
+        self._last_step: dict[int, int] = {}  # trial index -> last per-step metric step
         self._by_trial: dict[str, TrialRecord] = {}
         self.writer = BackgroundWriter()
 
@@ -109,6 +110,7 @@ class TrialRecorder(Callback):
         record = self._by_trial.get(trial.trial_id)
         if record is not None and STEP_KEY in result:
             metrics, step = result.get(STEP_METRICS_KEY, {}), int(result[STEP_KEY])
+            self._last_step[record.index] = max(step, self._last_step.get(record.index, 0))
             self.writer.submit(f"logging step {step} of trial #{record.index}",
                                lambda: self.tracker.log(_run_id(record), metrics=metrics, step=step))
 
@@ -149,6 +151,7 @@ class TrialRecorder(Callback):
         tags.update({"status": record.status, "duration_s": record.duration_s, "error": record.error})
         metrics = {**record.metrics, "sweeper.duration_s": record.duration_s}
         traceback_text = result.get(TRACEBACK_KEY)
+        final_step = self._last_step.pop(record.index, 0)
         conditions = result.get(CONDITIONS_KEY, {})
         measurement = measurement_record(self.metric, record.metrics, result.get(CONFIG_KEY, {}), conditions)
         packages = result.get(PACKAGES_KEY)
@@ -158,7 +161,8 @@ class TrialRecorder(Callback):
 
         def close() -> None:
             run_id = _run_id(record)
-            self.tracker.log(run_id, params=config_params, metrics=metrics, tags=tags)
+            # The final values at the last step of the per-step history, not as a jump back to step 0.
+            self.tracker.log(run_id, params=config_params, metrics=metrics, tags=tags, step=final_step)
             self.tracker.log_text(run_id, json.dumps(measurement, indent=1, default=str), "conditions.json")
             if traceback_text:
                 self.tracker.log_text(run_id, traceback_text, "traceback.txt")
