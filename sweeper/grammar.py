@@ -202,9 +202,12 @@ def parse_search_space(
         if name in seen:
             first_where, first_text, first_spec, first_yaml = seen[name]
             if first_yaml and not from_yaml:
+                # Hydra cannot address a dotted key inside params by path: merge a dict into it instead.
+                change = (f"'{params_key}={{{name}:{spec!r}}}'" if "." in name and params_key
+                          else f"{first_where}={spec!r}")
                 problems.append(
                     f"{text!r}: {name!r} is also given in {first_where}={first_spec!r}; a key may be "
-                    f"set in one place only. Change the YAML entry with {first_where}={spec!r}, "
+                    f"set in one place only. Change the YAML entry with {change}, "
                     f"or drop one of the two."
                 )
             else:

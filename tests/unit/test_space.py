@@ -561,3 +561,12 @@ def test_default_override_key_and_spec() -> None:
     assert IntDim("n", 1, 8, log=True).spec == "tag(log, int(interval(1, 8)))"
     assert ChoiceDim("k", ("a", 1)).spec == "choice(a, 1)"
     assert [d.is_categorical for d in DIMS].count(True) == 1
+
+
+def test_a_dotted_key_given_twice_suggests_merging_a_dict_into_params() -> None:
+    from sweeper.errors import SweeperConfigError
+    from sweeper.grammar import parse_search_space
+
+    with pytest.raises(SweeperConfigError) as info:
+        parse_search_space({"env.seed": "range(0, 4)"}, ["env.seed=range(0,8)"])
+    assert "Change the YAML entry with 'hydra.sweeper.params={env.seed:'range(0,8)'}'" in str(info.value)
