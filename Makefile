@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP_VERSION := 26.3
 
-.PHONY: install demo test test-unit test-integration bench lock clean
+.PHONY: install system-deps demo test test-unit test-integration bench lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version'
@@ -33,7 +33,11 @@ endef
 test-unit: $(STAMP)
 	@$(call run_pytest,-m "not integration" -q)
 
-test-integration: $(STAMP)
+# PostgreSQL and Chromium for the cluster tests, from apt when absent (scripts/install-test-services.sh).
+system-deps:
+	@bash scripts/install-test-services.sh
+
+test-integration: $(STAMP) system-deps
 	@$(call run_pytest,-m integration -q)
 
 bench: $(STAMP)
@@ -44,4 +48,4 @@ lock:
 	$(BIN)/python -m pip freeze --all --exclude-editable | grep -v -E '^(multiverse-sweeper|pip)==' > requirements.lock
 
 clean:
-	rm -rf $(VENV) multirun outputs mlruns.db mlruns mlartifacts .pytest_cache
+	rm -rf $(VENV) multirun outputs mlruns.db mlruns mlartifacts .pytest_cache test-artifacts

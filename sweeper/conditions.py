@@ -149,6 +149,17 @@ def _cpu_model() -> str:
     return platform.processor() or platform.machine()
 
 
+def shipped_code(working_dir: str | None, code_dir: str | None) -> dict[str, str] | None:
+    """The code version of a working_dir uploaded to the nodes, read on the driver; None if none is.
+
+    A node running uploaded code has no git checkout (``.git`` is not uploaded): its trials
+    record the driver's commit, dirty flag and diff hash, and where the code came from.
+    """
+    if working_dir is None:
+        return None
+    return {**_git_state(code_dir or working_dir), "code.shipped_from": f"{socket.gethostname()}:{working_dir}"}
+
+
 def _git_state(code_dir: str) -> dict[str, str]:
     """Commit and dirty flag of the checkout holding ``code_dir``; empty outside git."""
 
@@ -169,12 +180,11 @@ def _git_state(code_dir: str) -> dict[str, str]:
     return state
 
 
-
 #: Which recorded conditions describe the machine and process that measured (Belz et al.'s
 #: measurement procedure), by tag prefix; code and packages are object conditions.
 _PROCEDURE_PREFIXES = ("host", "os", "python", "cpu.", "gpu.", "cuda.", "cudnn.", "blas.", "threads.", "env_in_force.",
                        "env.", "ray.", "pid")
-_OBJECT_PREFIXES = ("git.", "pkg.", "packages.")
+_OBJECT_PREFIXES = ("git.", "pkg.", "packages.", "code.")
 #: Config blocks that define how the score is measured (the evaluation data and protocol).
 METHOD_BLOCKS = ("data", "eval", "evaluation")
 

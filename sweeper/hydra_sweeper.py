@@ -8,6 +8,7 @@ and writes ``optimization_results.yaml`` to the sweep directory.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import logging
@@ -23,8 +24,9 @@ from hydra.core.singleton import Singleton
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
+from sweeper.cluster import address_problem, runtime_env, storage_path
 from sweeper.compose import TrialComposer
-from sweeper.conditions import capture_conditions
+from sweeper.conditions import capture_conditions, shipped_code
 from sweeper.environment import ENV_KEY, env_problems
 from sweeper.errors import SweeperConfigError, TrialFailuresExceeded
 from sweeper.policy import PolicySettings
@@ -125,6 +127,9 @@ class SweeperImpl:
                             "hydra.sweeper.metric=test_acc.")
         from sweeper.tracking import tracking_uri_problem
 
+        ray_problem = address_problem(self._block("ray").get("address"))
+        if ray_problem:
+            problems.append(ray_problem + ".")
         uri = str(self._block("mlflow")["tracking_uri"])
         uri_problem = tracking_uri_problem(uri)
         if uri_problem:
@@ -216,7 +221,7 @@ class SweeperImpl:
         from sweeper.searcher import MultiverseSearch
         from sweeper.trial import TrialContext, make_trainable
 
-        started_ray = self._start_ray(ray_cfg)
+        started_ray, env = self._start_ray(ray_cfg)
         try:
             searcher = MultiverseSearch(space, metric=self.metric, **asdict(settings))
             recorder = TrialRecorder(tracker, parent_run_id, self.metric, settings.num_trials, settings.strategy)
@@ -229,7 +234,12 @@ class SweeperImpl:
                 space=space,
                 metric=self.metric,
                 code_dir=self._code_dir(),
+                shipped_code=shipped_code(env.get("working_dir"), self._code_dir()),
             )
+            tune_storage = storage_path(ray_cfg, sweep_dir)
+            # One Tune experiment per sweep, also when several sweeps share a storage_path.
+            tune_name = "tune" if tune_storage == str(sweep_dir) else f"{sweep_dir.name}-{parent_run_id[:8]}"
+            tracker.log(parent_run_id, tags={"tune_experiment": f"{tune_storage.rstrip('/')}/{tune_name}"})
             resources = ray_cfg["resources_per_trial"]
             bundle = {"CPU": float(resources["cpu"]), "GPU": float(resources["gpu"]), **resources.get("custom", {})}
             bundle = {k: v for k, v in bundle.items() if v}
@@ -243,8 +253,8 @@ class SweeperImpl:
                     trial_dirname_creator=_trial_dirname,
                 ),
                 run_config=tune.RunConfig(
-                    name="tune",
-                    storage_path=str(sweep_dir),
+                    name=tune_name,
+                    storage_path=tune_storage,
                     callbacks=[recorder, JsonLoggerCallback()],
                     verbose=0,
                     log_to_file=False,
@@ -261,37 +271,48 @@ class SweeperImpl:
             if started_ray:
                 ray.shutdown()
 
-    def _start_ray(self, ray_cfg: dict[str, Any]) -> bool:
-        """Start a local Ray (address null) or connect to a cluster; True if this call started it."""
+    def _start_ray(self, ray_cfg: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+        """Start a local Ray (address null) or connect to a cluster.
+
+        Returns whether this call started it, and the runtime_env its workers get.
+        """
         import ray
 
         if ray.is_initialized():
-            return False
+            return False, {}
         address = ray_cfg.get("address")
-        env_vars = {"RAY_CHDIR_TO_TRIAL_DIR": "0"}
-        # Workers import the task's module by name: give them the driver's script folder and cwd.
-        paths = [p for p in (self._code_dir(), os.getcwd(), os.environ.get("PYTHONPATH")) if p]
-        env_vars["PYTHONPATH"] = os.pathsep.join(paths)
+        try:
+            env = runtime_env(ray_cfg, code_dir=self._code_dir(), launch_dir=os.getcwd())
+        except ValueError as exc:
+            raise SweeperConfigError(str(exc)) from exc
         kwargs: dict[str, Any] = {
             "address": address,
             "include_dashboard": False,
             "log_to_driver": bool(ray_cfg.get("log_to_driver")),
             "logging_level": logging.WARNING,
-            "runtime_env": {"env_vars": env_vars},
+            "runtime_env": env,
         }
         if address is None:
             kwargs.update(num_cpus=ray_cfg.get("num_cpus"), num_gpus=ray_cfg.get("num_gpus"))
         try:
-            ray.init(**kwargs)
+            ray.init(**{**kwargs, "runtime_env": copy.deepcopy(env)})  # Ray rewrites it (working_dir -> gcs://)
         except ConnectionError as exc:
+            if _auth_refused(exc):
+                raise SweeperConfigError(
+                    f"ray.address={address!r}: the cluster uses Ray's token authentication and refused this "
+                    f"driver. Run the sweep with RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN "
+                    f"(or in ~/.ray/auth_token); see cluster/README.md."
+                ) from exc
             raise SweeperConfigError(
                 f"ray.address={address!r}: cannot connect to a Ray cluster there ({exc}). Start one with "
                 f"`ray start --head`, or use ray.address=null to run on a local Ray."
             ) from exc
         resources = ray.cluster_resources()
-        log.info("Ray: %s, %g CPUs, %g GPUs", "local" if address is None else address,
-                 resources.get("CPU", 0), resources.get("GPU", 0))
-        return True
+        nodes = [n for n in ray.nodes() if n.get("Alive")]
+        log.info("Ray: %s, %d node(s), %g CPUs, %g GPUs%s", "local" if address is None else address, len(nodes),
+                 resources.get("CPU", 0), resources.get("GPU", 0),
+                 f", code from {env['working_dir']}" if "working_dir" in env else "")
+        return True, env
 
     # ---------------------------------------------------------------- results
     def _finish(self, tracker: Any, parent_run_id: str, recorder: Any, searcher: Any, sweep_dir: Path,
@@ -344,6 +365,16 @@ def _fitting_trials(ray: Any, bundle: dict[str, float]) -> int:
     available = ray.cluster_resources()
     fits = [math.floor(available.get(k, 0) / v + 1e-9) for k, v in bundle.items() if v > 0]
     return max(1, min(fits)) if fits else 1
+
+
+def _auth_refused(exc: BaseException) -> bool:
+    """Whether a failed ``ray.init`` was refused for want of the cluster's auth token."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if "InvalidAuthToken" in str(seen) or type(seen).__name__ == "AuthenticationError":
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _trial_dirname(trial: Any) -> str:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import os
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -25,6 +26,7 @@ from hydra.core.utils import JobReturn, run_job, setup_globals
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from sweeper.cluster import node_placement
 from sweeper.compose import TrialComposer
 from sweeper.conditions import capture_conditions, installed_packages
 from sweeper.environment import ENV_KEY, EnvironmentInForce, apply_environment
@@ -68,6 +70,8 @@ class TrialContext:
     space: SearchSpace
     metric: str
     code_dir: str | None = None
+    #: The driver's code version when the code was uploaded to the nodes (see conditions.shipped_code).
+    shipped_code: dict[str, str] | None = None
 
 
 def make_trainable(ctx: TrialContext) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -96,7 +100,11 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
         result[ERROR_KEY] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, TrialError) else str(exc)
         result[TRACEBACK_KEY] = "".join(traceback.format_exception(exc))
     result[DURATION_KEY] = time.perf_counter() - started
-    conditions = {**capture_conditions(ctx.code_dir), **_ray_placement()}
+    if ctx.shipped_code is None:
+        conditions = capture_conditions(ctx.code_dir)
+    else:  # uploaded code: this node has no checkout; its version is the driver's
+        conditions = {**capture_conditions(os.getcwd()), **ctx.shipped_code}
+    conditions.update(node_placement())
     if in_force is not None:
         conditions.update(in_force.as_conditions())
     seed = next((result[CONFIG_KEY][k] for k in SEED_KEYS if k in result[CONFIG_KEY]), None)
@@ -185,12 +193,3 @@ def _report_step(metrics: dict[str, float], step: int) -> None:
     from ray import tune
 
     tune.report({STEP_KEY: step, STEP_METRICS_KEY: metrics})
-
-
-def _ray_placement() -> dict[str, str]:
-    """The Ray node this trial ran on."""
-    import ray
-
-    if not ray.is_initialized():  # outside Ray (a benchmark, a test): asking would start one
-        return {}
-    return {"ray.node_id": ray.get_runtime_context().get_node_id()}

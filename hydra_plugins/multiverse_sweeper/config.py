@@ -10,7 +10,7 @@ Two nodes are stored:
 """
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, Optional
+from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
 
@@ -39,6 +39,11 @@ class MultiverseSweeperConf:
     stop_on_bayes_factor: Optional[float] = None  # T: stop once K > T or K < 1/T (interaction test)
 
 
+#: What ``ray.working_dir`` leaves out unless told otherwise: environments, records, outputs.
+UPLOAD_EXCLUDES = (".git", ".venv", "venv", "__pycache__", "*.pyc", "multirun", "outputs", "mlruns", "mlruns.db",
+                   "mlartifacts")
+
+
 @dataclass
 class ResourcesConf:
     """Resources one trial reserves; fractional GPUs pack several trials on one GPU."""
@@ -59,6 +64,15 @@ class RayConf:
     log_to_driver: bool = False  # forward the workers' stdout/stderr to this console
     max_concurrent_trials: Optional[int] = None  # null: as many as the resources per trial allow
     max_failures: int = 0  # retries of a trial whose worker died (not of task exceptions)
+    # Ray Tune's experiment state (and trial checkpoints); null: the sweep dir on the driver.
+    # On several nodes: a path every node mounts at the same place (NFS), or s3://bucket/prefix.
+    storage_path: Optional[str] = None
+    # Code for the nodes (runtime_env working_dir): auto uploads the launch directory when joining
+    # a cluster (ray.address set) and nothing on a local Ray; a path uploads it; null uploads nothing.
+    working_dir: Optional[str] = "auto"
+    py_modules: List[str] = field(default_factory=list)  # package folders or names shipped too, e.g. [sweeper]
+    excludes: List[str] = field(default_factory=lambda: list(UPLOAD_EXCLUDES))  # left out of working_dir
+    runtime_env: Dict[str, Any] = field(default_factory=dict)  # more of Ray's runtime_env: pip, conda, env_vars
 
 
 @dataclass
@@ -101,8 +115,18 @@ ConfigStore.instance().store(
     provider="multiverse_sweeper",
 )
 # A plain root with typed children: the application's own keys merge in beside them.
-ConfigStore.instance().store(
-    name="sweeper_defaults",
-    node={"ray": RayConf, "mlflow": MLflowConf},
-    provider="multiverse_sweeper",
-)
+def _sweeper_defaults() -> Any:
+    """The ``ray`` and ``mlflow`` blocks, with the open-ended maps open to new keys.
+
+    Hydra puts the composed config in struct mode, where ``ray.resources_per_trial.custom=
+    {large_gpu: 1}`` would be refused as an unknown key; those maps stay typed but open.
+    """
+    from omegaconf import OmegaConf
+
+    ray = OmegaConf.structured(RayConf)
+    for open_map in (ray.resources_per_trial.custom, ray.runtime_env):
+        OmegaConf.set_struct(open_map, False)
+    return {"ray": ray, "mlflow": MLflowConf}
+
+
+ConfigStore.instance().store(name="sweeper_defaults", node=_sweeper_defaults(), provider="multiverse_sweeper")

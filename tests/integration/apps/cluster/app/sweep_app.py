@@ -1,0 +1,24 @@
+"""The cluster tests' task: launched from this folder's parent, its code reaches the nodes by upload.
+
+``shipped.py`` beside it is imported as a sibling module, as a user's helper would be. The
+task reports whether that module came from Ray's uploaded ``working_dir`` (the nodes have
+no other copy on their import path), and holds each trial for ``hold_s`` so trials overlap
+and spread over the nodes.
+"""
+
+from __future__ import annotations
+
+import hydra
+from omegaconf import DictConfig
+
+import shipped
+
+
+@hydra.main(config_path="conf", config_name="sweep_app", version_base="1.3")
+def main(cfg: DictConfig) -> dict[str, float]:
+    shipped.hold(cfg.hold_s)
+    return {"score": shipped.bowl(cfg.x, cfg.y), "shipped": float(shipped.came_from_upload())}
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,175 @@
+"""The cluster path, with every component real and on this machine.
+
+A Ray head and a worker node (two ``ray start`` raylets, token authentication on, a custom
+resource each), PostgreSQL, and ``mlflow server`` started by ``cluster/mlflow/serve.sh``
+with proxied artifacts. One sweep through the Hydra command line, launched from a folder
+the nodes have never seen, joins the cluster with ``ray.address=...`` and logs to the
+server over HTTP; the tests then read what landed where: node tags in MLflow, rows in
+PostgreSQL, files in the server's artifact store, and the MLflow UI in Debian's Chromium.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.services import (
+    MLflowServer,
+    Postgres,
+    RayCluster,
+    http_status,
+    mlflow_server,
+    postgres_server,
+    ray_cluster,
+)
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+APP_DIR = Path(__file__).parent / "apps" / "cluster" / "app"
+NUM_TRIALS = 6
+EXPERIMENT = "cluster"
+SCREENSHOTS = Path(os.environ.get("SWEEPER_TEST_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts"))
+
+
+@dataclass
+class ClusterSweep:
+    proc: subprocess.CompletedProcess[str]
+    launch_dir: Path
+    server: MLflowServer
+    parent: Any
+    children: list[Any]
+
+
+@pytest.fixture(scope="module")
+def postgres():
+    with postgres_server() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def tracking_server(postgres: Postgres, tmp_path_factory):
+    with mlflow_server(tmp_path_factory.mktemp("mlflow-server"), postgres.create_database("mlflow")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with ray_cluster({"node_a": {"slot": 1}, "node_b": {"slot": 1}}) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def cluster_sweep(cluster: RayCluster, tracking_server: MLflowServer, tmp_path_factory) -> ClusterSweep:
+    """The sweep, launched as a user would from a folder holding only the task's code."""
+    launch = tmp_path_factory.mktemp("launch")
+    shutil.copytree(APP_DIR, launch / "app")
+    cmd = [
+        sys.executable, "app/sweep_app.py", "--multirun",
+        f"ray.address={cluster.address}", f"mlflow.tracking_uri={tracking_server.url}",
+        "ray.resources_per_trial.custom={slot: 1}",  # one trial per node at a time
+        f"hydra.sweep.dir={launch / 'multirun'}", f"hydra.sweeper.num_trials={NUM_TRIALS}",
+    ]
+    # No PYTHONPATH: the nodes can import the task's sibling module only from the upload.
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(cluster.client_env, PYTHONUNBUFFERED="1")
+    proc = subprocess.run(cmd, cwd=launch, env=env, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_server.url)
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    assert exp is not None, proc.stderr[-3000:]
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    parents = [r for r in runs if r.data.tags.get("sweeper.role") == "sweep"]
+    assert len(parents) == 1
+    children = sorted((r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id),
+                      key=lambda r: int(r.data.tags["sweeper.trial_index"]))
+    return ClusterSweep(proc, launch, tracking_server, parents[0], children)
+
+
+def test_trials_ran_on_both_nodes_and_say_which(cluster_sweep: ClusterSweep, cluster: RayCluster) -> None:
+    names = cluster.node_ids()  # Ray node id -> node_a | node_b
+    placed = [names.get(r.data.tags["sweeper.ray.node_id"]) for r in cluster_sweep.children]
+    assert len(placed) == NUM_TRIALS
+    assert set(placed) == {"node_a", "node_b"}, placed
+    for run in cluster_sweep.children:
+        assert run.data.tags["sweeper.ray.node_ip"]
+        assert run.data.tags["sweeper.host"] == socket.gethostname()
+
+
+def test_task_code_reached_the_nodes_by_upload(cluster_sweep: ClusterSweep) -> None:
+    for run in cluster_sweep.children:
+        assert run.data.metrics["shipped"] == 1.0, "the task's sibling module did not come from the working_dir upload"
+        assert run.data.tags["sweeper.code.shipped_from"].endswith(str(cluster_sweep.launch_dir))
+    assert "code from" in cluster_sweep.proc.stderr + cluster_sweep.proc.stdout
+
+
+def test_every_run_is_in_postgresql(cluster_sweep: ClusterSweep, postgres: Postgres) -> None:
+    rows = postgres.query("mlflow", (
+        "SELECT r.status, count(*) FROM runs r JOIN experiments e ON e.experiment_id = r.experiment_id "
+        f"WHERE e.name = '{EXPERIMENT}' GROUP BY r.status"))
+    assert dict(rows) == {"FINISHED": NUM_TRIALS + 1}
+    params = postgres.query("mlflow", (
+        "SELECT p.key, count(*) FROM params p JOIN runs r ON r.run_uuid = p.run_uuid "
+        "JOIN tags t ON t.run_uuid = r.run_uuid AND t.key = 'mlflow.parentRunId' "
+        f"WHERE t.value = '{cluster_sweep.parent.info.run_id}' AND p.key IN ('x', 'y') GROUP BY p.key"))
+    assert dict(params) == {"x": NUM_TRIALS, "y": NUM_TRIALS}
+    for run in cluster_sweep.children:
+        assert run.info.status == "FINISHED"
+        assert {"score", "shipped"} <= set(run.data.metrics)
+
+
+def test_artifacts_go_through_the_server_to_its_store(cluster_sweep: ClusterSweep) -> None:
+    store = cluster_sweep.server.artifacts
+    for run in [cluster_sweep.parent, *cluster_sweep.children]:
+        assert run.info.artifact_uri.startswith("mlflow-artifacts:"), run.info.artifact_uri
+    for run in cluster_sweep.children:
+        assert list(store.rglob(f"{run.info.run_id}/artifacts/conditions.json")), run.info.run_id
+    assert list(store.rglob(f"{cluster_sweep.parent.info.run_id}/artifacts/optimization_results.yaml"))
+
+
+def _listening_addresses(port: int) -> set[str]:
+    """Local addresses of sockets listening on ``port`` (from /proc/net/tcp and tcp6)."""
+    found = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            local, state = line.split()[1], line.split()[3]
+            address, hex_port = local.rsplit(":", 1)
+            if state == "0A" and int(hex_port, 16) == port:  # 0A: LISTEN
+                found.add(address)
+    return found
+
+
+def test_tracking_server_listens_on_loopback_only(tracking_server: MLflowServer) -> None:
+    port = int(tracking_server.url.rsplit(":", 1)[1])
+    assert _listening_addresses(port) == {"0100007F"}  # 127.0.0.1, little-endian hex
+
+
+def test_basic_auth_refuses_strangers_and_admits_users(postgres: Postgres, tmp_path, monkeypatch) -> None:
+    backend = postgres.create_database("mlflow_auth_backend")
+    auth_db = postgres.create_database("mlflow_auth_users")
+    settings = {"MLFLOW_AUTH": "1", "MLFLOW_AUTH_ADMIN_PASSWORD": "s3cret-admin-pw",
+                "MLFLOW_AUTH_DATABASE_URI": auth_db}
+    with mlflow_server(tmp_path / "server", backend, **settings) as server:
+        search = f"{server.url}/api/2.0/mlflow/experiments/search?max_results=1"
+        assert http_status(search) == 401
+        from sweeper.tracking import MLflowTracker
+
+        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "wrong")
+        with pytest.raises(Exception, match="401|Unauthorized|credentials"):
+            MLflowTracker(server.url, "secured")
+        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "s3cret-admin-pw")
+        tracker = MLflowTracker(server.url, "secured")
+        run_id = tracker.start_run("signed-in", params={"a": 1})
+        tracker.finish(run_id)
+        assert tracker.client.get_run(run_id).data.params == {"a": "1"}
