@@ -102,11 +102,20 @@ def module_path(entry: str) -> str:
                      f"package folder (e.g. src/mylib) or a package name (e.g. sweeper)")
 
 
-def storage_path(ray_cfg: Mapping[str, Any], sweep_dir: Path) -> str:
-    """Where Ray Tune keeps the sweep's experiment state: ``ray.storage_path``, or the sweep dir."""
+def is_client_address(address: str | None) -> bool:
+    """Whether ``ray.address`` connects through Ray Client (``ray://``)."""
+    return bool(address) and str(address).startswith("ray://")
+
+
+def storage_path(ray_cfg: Mapping[str, Any], sweep_dir: Path, *, client: bool = False) -> str | None:
+    """Where Ray Tune keeps the sweep's experiment state: ``ray.storage_path``, or the sweep dir.
+
+    Through Ray Client, Tune runs on the head node, where the driver's sweep dir may not
+    exist: None there leaves Tune's default (``~/ray_results`` on the head).
+    """
     given = ray_cfg.get("storage_path")
     if not given:
-        return str(sweep_dir)
+        return None if client else str(sweep_dir)
     return given if "://" in given else str(Path(given).expanduser().resolve())
 
 

@@ -24,7 +24,7 @@ from hydra.core.singleton import Singleton
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from sweeper.cluster import address_problem, runtime_env, storage_path
+from sweeper.cluster import address_problem, is_client_address, runtime_env, storage_path
 from sweeper.compose import TrialComposer
 from sweeper.conditions import capture_conditions, shipped_code
 from sweeper.environment import ENV_KEY, env_problems
@@ -214,18 +214,13 @@ class SweeperImpl:
         for key, value in _TUNE_ENV.items():
             os.environ.setdefault(key, value)
         import ray
-        from ray import tune
-        from ray.tune.logger import JsonLoggerCallback
 
-        from sweeper.recorder import TrialRecorder
-        from sweeper.searcher import MultiverseSearch
-        from sweeper.trial import TrialContext, make_trainable
+        from sweeper.trial import TrialContext
+        from sweeper.tune_run import TuneJob, run_on_head, run_tune
 
-        started_ray, env = self._start_ray(ray_cfg)
+        client = is_client_address(ray_cfg.get("address"))
+        started_ray, env = self._start_ray(ray_cfg, client)
         try:
-            searcher = MultiverseSearch(space, metric=self.metric, **asdict(settings))
-            recorder = TrialRecorder(tracker, parent_run_id, self.metric, settings.num_trials, settings.strategy)
-            searcher.policy.on_bayes_factor = recorder.log_bayes_factor
             ctx = TrialContext(
                 hydra_context=self.hydra_context,  # type: ignore[arg-type]
                 composer=composer,
@@ -236,42 +231,20 @@ class SweeperImpl:
                 code_dir=self._code_dir(),
                 shipped_code=shipped_code(env.get("working_dir"), self._code_dir()),
             )
-            tune_storage = storage_path(ray_cfg, sweep_dir)
+            tune_storage = storage_path(ray_cfg, sweep_dir, client=client)
             # One Tune experiment per sweep, also when several sweeps share a storage_path.
             tune_name = "tune" if tune_storage == str(sweep_dir) else f"{sweep_dir.name}-{parent_run_id[:8]}"
-            tracker.log(parent_run_id, tags={"tune_experiment": f"{tune_storage.rstrip('/')}/{tune_name}"})
-            resources = ray_cfg["resources_per_trial"]
-            bundle = {"CPU": float(resources["cpu"]), "GPU": float(resources["gpu"]), **resources.get("custom", {})}
-            bundle = {k: v for k, v in bundle.items() if v}
-            tuner = tune.Tuner(
-                tune.with_resources(make_trainable(ctx), tune.PlacementGroupFactory([bundle])),
-                tune_config=tune.TuneConfig(
-                    search_alg=searcher,
-                    num_samples=settings.num_trials,
-                    max_concurrent_trials=ray_cfg.get("max_concurrent_trials") or _fitting_trials(ray, bundle),
-                    reuse_actors=True,
-                    trial_dirname_creator=_trial_dirname,
-                ),
-                run_config=tune.RunConfig(
-                    name=tune_name,
-                    storage_path=tune_storage,
-                    callbacks=[recorder, JsonLoggerCallback()],
-                    verbose=0,
-                    log_to_file=False,
-                    failure_config=tune.FailureConfig(max_failures=int(ray_cfg.get("max_failures", 0))),
-                ),
-            )
-            try:
-                tuner.fit()
-            finally:
-                recorder.writer.close()  # every queued MLflow write lands before the summary
+            tracker.log(parent_run_id, tags={"tune_experiment": f"{(tune_storage or '~/ray_results').rstrip('/')}/"
+                                                                f"{tune_name}"})
+            job = TuneJob(space, settings, self.metric, ray_cfg, tracker, parent_run_id, ctx, tune_storage, tune_name)
+            recorder, searcher = run_on_head(job) if client else run_tune(job)
             (sweep_dir / SEARCHER_STATE_FILE).write_text(json.dumps(searcher.get_state()), encoding="utf-8")
             return recorder, searcher
         finally:
             if started_ray:
                 ray.shutdown()
 
-    def _start_ray(self, ray_cfg: dict[str, Any]) -> tuple[bool, dict[str, Any]]:
+    def _start_ray(self, ray_cfg: dict[str, Any], client: bool = False) -> tuple[bool, dict[str, Any]]:
         """Start a local Ray (address null) or connect to a cluster.
 
         Returns whether this call started it, and the runtime_env its workers get.
@@ -333,7 +306,7 @@ class SweeperImpl:
         if stop is not None:
             tracker.log(parent_run_id, tags={"stopped_on_bayes_factor": f"log10 K = {stop.log10_K:.3f} after "
                                                                       f"{stop.n} trials: {stop.verdict}"})
-        lost = recorder.writer.failures
+        lost = recorder.lost_writes
         if lost:
             log.error("%d MLflow write(s) failed; those records are incomplete:\n  %s", len(lost), "\n  ".join(lost))
         tracker.log(parent_run_id, metrics={
@@ -360,13 +333,6 @@ class SweeperImpl:
             )
 
 
-def _fitting_trials(ray: Any, bundle: dict[str, float]) -> int:
-    """How many trials of ``bundle`` the cluster holds at once (at least 1)."""
-    available = ray.cluster_resources()
-    fits = [math.floor(available.get(k, 0) / v + 1e-9) for k, v in bundle.items() if v > 0]
-    return max(1, min(fits)) if fits else 1
-
-
 def _auth_refused(exc: BaseException) -> bool:
     """Whether a failed ``ray.init`` was refused for want of the cluster's auth token."""
     seen: BaseException | None = exc
@@ -375,10 +341,3 @@ def _auth_refused(exc: BaseException) -> bool:
             return True
         seen = seen.__cause__ or seen.__context__
     return False
-
-
-def _trial_dirname(trial: Any) -> str:
-    from sweeper.policy import TRIAL_KEY
-
-    return f"trial_{int(trial.config[TRIAL_KEY]['index']):04d}_{trial.trial_id}"
-

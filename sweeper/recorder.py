@@ -67,9 +67,17 @@ class TrialRecorder(Callback):
         self.writer = BackgroundWriter()
 
     def __getstate__(self) -> dict[str, Any]:
-        # Tune pickles its callbacks into the experiment state; a thread does not pickle,
-        # and a restored sweep brings a recorder of its own.
-        return {**self.__dict__, "writer": None}
+        # Tune pickles its callbacks into the experiment state, and a sweep through Ray Client
+        # brings the recorder back from the head node: a thread does not pickle, what it
+        # failed to write does.
+        return {**self.__dict__, "writer": None, "_lost_writes": self.lost_writes}
+
+    @property
+    def lost_writes(self) -> list[str]:
+        """The MLflow writes that failed, each with what it was about."""
+        if self.writer is not None:
+            return list(self.writer.failures)
+        return list(self.__dict__.get("_lost_writes", []))
 
     def log_bayes_factor(self, check: BayesFactorCheck) -> None:
         """Log an interaction test of ``stop_on_bayes_factor`` on the sweep's run, step = the batch."""

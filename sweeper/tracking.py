@@ -163,7 +163,7 @@ class MLflowTracker:
     def ui_command(self) -> str:
         """The shell command that browses these records."""
         return f"mlflow ui --backend-store-uri {self.tracking_uri}" if not self.tracking_uri.startswith(
-            "http") else f"open {self.tracking_uri}/#/experiments/{self.experiment_id}"
+            "http") else f"open {self.tracking_uri}/#/experiments/{self.experiment_id}/runs"
 
 
 def _is_number(v: Any) -> bool:

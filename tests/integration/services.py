@@ -230,6 +230,7 @@ class RayCluster:
     address: str
     nodes: list[RayNode]
     client_env: dict[str, str]
+    client_address: str  # ray://127.0.0.1:PORT, the head's Ray Client server
 
     def node_ids(self) -> dict[str, str]:
         """Ray node id -> our node name, read from the cluster (each node's custom resource names it)."""
@@ -259,7 +260,7 @@ def ray_cluster(nodes: Mapping[str, Mapping[str, float]], cpus_per_node: int = 1
     from Ray which node is which. Every node is stopped at the end, and ``ray stop`` clears
     anything a node left behind.
     """
-    port = free_port()
+    port, client_port = free_port(), free_port()
     address = f"127.0.0.1:{port}"
     logs = Path(tempfile.mkdtemp(prefix="ray-cluster-logs-"))
     client_env = {"RAY_AUTH_MODE": "token", "RAY_AUTH_TOKEN": secrets.token_hex(32)}
@@ -272,7 +273,7 @@ def ray_cluster(nodes: Mapping[str, Mapping[str, float]], cpus_per_node: int = 1
                 res = json.dumps({name: 1, **resources})
                 common = [f"--num-cpus={cpus_per_node}", "--num-gpus=0", f"--resources={res}", "--block",
                           "--disable-usage-stats", "--object-store-memory=100000000"]
-                cmd = (_ray("start", "--head", f"--port={port}",
+                cmd = (_ray("start", "--head", f"--port={port}", f"--ray-client-server-port={client_port}",
                             "--include-dashboard=false", *common) if i == 0 else
                        _ray("start", f"--address={address}", *common))
                 log = logs / f"{name}.log"
@@ -280,7 +281,7 @@ def ray_cluster(nodes: Mapping[str, Mapping[str, float]], cpus_per_node: int = 1
                 started.append(RayNode(name, dict(resources), proc))
                 if i == 0:
                     wait_until(lambda: _port_open(port), "Ray head", 120, proc, log)
-            cluster = RayCluster(address, started, client_env)
+            cluster = RayCluster(address, started, client_env, f"ray://127.0.0.1:{client_port}")
             wait_until(lambda: len(cluster.node_ids()) == len(nodes), f"{len(nodes)} Ray nodes", 120)
             yield cluster
     finally:

@@ -173,3 +173,48 @@ def test_basic_auth_refuses_strangers_and_admits_users(postgres: Postgres, tmp_p
         run_id = tracker.start_run("signed-in", params={"a": 1})
         tracker.finish(run_id)
         assert tracker.client.get_run(run_id).data.params == {"a": "1"}
+
+
+def test_mlflow_ui_shows_the_sweep_and_a_trials_conditions(cluster_sweep: ClusterSweep) -> None:
+    from tests.integration.mlflow_ui import check_experiment_page, check_run_page, chromium_page
+
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    parent, trial = cluster_sweep.parent, cluster_sweep.children[1]
+    trial_names = [r.info.run_name for r in cluster_sweep.children]
+    assert trial_names == [f"trial-{i:04d}" for i in range(NUM_TRIALS)]
+    conditions = {k: trial.data.tags[k] for k in ("sweeper.host", "sweeper.ray.node_id", "sweeper.ray.node_ip",
+                                                    "sweeper.python", "sweeper.packages.sha256",
+                                                    "sweeper.code.shipped_from")}
+    with chromium_page() as page:
+        check_experiment_page(page, cluster_sweep.server.url, parent.info.experiment_id, parent.info.run_name,
+                              trial_names, SCREENSHOTS / "mlflow-ui-experiment.png")
+        check_run_page(page, cluster_sweep.server.url, trial.info.experiment_id, trial.info.run_id,
+                       {k: trial.data.params[k] for k in ("x", "y")}, conditions,
+                       SCREENSHOTS / "mlflow-ui-trial.png")
+    assert (SCREENSHOTS / "mlflow-ui-trial.png").stat().st_size > 10_000
+
+
+def test_ray_client_address_runs_the_sweep_from_the_head_node(cluster: RayCluster, tracking_server: MLflowServer,
+                                                              cluster_sweep: ClusterSweep, tmp_path) -> None:
+    # Through ray://, Tune's loop runs on the head node; the sweep still ends with every record.
+    shutil.copytree(APP_DIR, tmp_path / "app")
+    cmd = [sys.executable, "app/sweep_app.py", "--multirun", f"ray.address={cluster.client_address}",
+           f"mlflow.tracking_uri={tracking_server.url}", "mlflow.experiment_name=cluster-client",
+           "ray.resources_per_trial.custom={slot: 1}", f"hydra.sweep.dir={tmp_path / 'multirun'}",
+           "hydra.sweeper.num_trials=4", "hydra.sweeper.n_initial=2", "hold_s=0.2"]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env.update(cluster.client_env)
+    proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-4000:]
+    assert "Finished 4 trials (0 failed)" in proc.stdout + proc.stderr
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(tracking_server.url)
+    exp = client.get_experiment_by_name("cluster-client")
+    runs = client.search_runs([exp.experiment_id])
+    children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    assert len(children) == 4 and all(r.info.status == "FINISHED" for r in children)
+    assert all(r.data.metrics["shipped"] == 1.0 for r in children)
+    results = (tmp_path / "multirun" / "optimization_results.yaml").read_text()
+    assert "num_finished: 4" in results, results

@@ -1,0 +1,111 @@
+"""One sweep's Ray Tune run: searcher, trial recorder and Tuner, wherever the Tune driver runs.
+
+Usually that is this process. Through Ray Client (``ray.address=ray://host:10001``) Tune
+would run its loop on the head node with copies of the callbacks, so the trial recorder
+and the searcher that the sweep reads afterwards would not be the ones that saw the
+trials; there :func:`run_on_head` runs the whole of :func:`run_tune` as one task on the
+head node and brings back the recorder (its records) and the searcher (its state). The
+MLflow writes then come from the head node, which must reach the tracking server.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from sweeper.policy import PolicySettings
+from sweeper.space import SearchSpace
+from sweeper.trial import TrialContext
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TuneJob:
+    """Everything a sweep's Tune run needs; picklable, so it can run on the head node."""
+
+    space: SearchSpace
+    settings: PolicySettings
+    metric: str
+    ray_cfg: dict[str, Any]
+    tracker: Any  # sweeper.tracking.MLflowTracker
+    parent_run_id: str
+    ctx: TrialContext
+    storage_path: str | None  # None: Tune's default (~/ray_results of the node running Tune)
+    name: str
+
+
+def run_tune(job: TuneJob) -> tuple[Any, Any]:
+    """Run the sweep's trials; return the trial recorder and the searcher."""
+    import ray
+    from ray import tune
+    from ray.tune.logger import JsonLoggerCallback
+
+    from sweeper.recorder import TrialRecorder
+    from sweeper.searcher import MultiverseSearch
+    from sweeper.trial import make_trainable
+
+    settings = job.settings
+    searcher = MultiverseSearch(job.space, metric=job.metric, **asdict(settings))
+    recorder = TrialRecorder(job.tracker, job.parent_run_id, job.metric, settings.num_trials, settings.strategy)
+    searcher.policy.on_bayes_factor = recorder.log_bayes_factor
+    resources = job.ray_cfg["resources_per_trial"]
+    bundle = {"CPU": float(resources["cpu"]), "GPU": float(resources["gpu"]), **(resources.get("custom") or {})}
+    bundle = {k: float(v) for k, v in bundle.items() if v}
+    tuner = tune.Tuner(
+        tune.with_resources(make_trainable(job.ctx), tune.PlacementGroupFactory([bundle])),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher,
+            num_samples=settings.num_trials,
+            max_concurrent_trials=job.ray_cfg.get("max_concurrent_trials") or fitting_trials(ray, bundle),
+            reuse_actors=True,
+            trial_dirname_creator=_trial_dirname,
+        ),
+        run_config=tune.RunConfig(
+            name=job.name,
+            storage_path=job.storage_path,
+            callbacks=[recorder, JsonLoggerCallback()],
+            verbose=0,
+            log_to_file=False,
+            failure_config=tune.FailureConfig(max_failures=int(job.ray_cfg.get("max_failures", 0))),
+        ),
+    )
+    try:
+        tuner.fit()
+    finally:
+        recorder.writer.close()  # every queued MLflow write lands before the summary
+    return recorder, searcher
+
+
+def run_on_head(job: TuneJob) -> tuple[Any, Any]:
+    """:func:`run_tune` as a task on the head node of the cluster this Ray Client is connected to."""
+    import ray
+
+    remote = ray.remote(num_cpus=0, resources={"node:__internal_head__": 0.001}, max_retries=0)(_run_tune_logged)
+    return ray.get(remote.remote(job))
+
+
+def _run_tune_logged(job: TuneJob) -> tuple[Any, Any]:
+    # The sweep's console lines, as Hydra prints them; they reach the client through log_to_driver.
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("[%(asctime)s][HYDRA] %(message)s"))
+    ours = logging.getLogger("sweeper")
+    ours.handlers[:] = [handler]
+    ours.setLevel(logging.INFO)
+    ours.propagate = False
+    return run_tune(job)
+
+
+def fitting_trials(ray: Any, bundle: dict[str, float]) -> int:
+    """How many trials of ``bundle`` the cluster holds at once (at least 1)."""
+    available = ray.cluster_resources()
+    fits = [math.floor(available.get(k, 0) / v + 1e-9) for k, v in bundle.items() if v > 0]
+    return max(1, min(fits)) if fits else 1
+
+
+def _trial_dirname(trial: Any) -> str:
+    from sweeper.policy import TRIAL_KEY
+
+    return f"trial_{int(trial.config[TRIAL_KEY]['index']):04d}_{trial.trial_id}"
