@@ -16,6 +16,7 @@ Nothing here talks to MLflow: every MLflow write happens in the driver (see
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 from collections.abc import Mapping, Sequence
@@ -24,6 +25,8 @@ from typing import Any
 
 #: ``ray.working_dir`` value that uploads the launch directory when joining a cluster.
 AUTO = "auto"
+#: Set by Ray's job supervisor for a job's entrypoint: its JobConfig, runtime_env included.
+JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 #: Environment variables every worker gets (see hydra_sweeper._TUNE_ENV).
 WORKER_ENV = {"RAY_CHDIR_TO_TRIAL_DIR": "0"}
 
@@ -53,10 +56,19 @@ def runtime_env(ray_cfg: Mapping[str, Any], *, code_dir: str | None, launch_dir:
     """
     joining = ray_cfg.get("address") is not None
     setting = ray_cfg.get("working_dir", AUTO)
-    upload = (launch_dir if joining else None) if setting == AUTO else setting
+    if setting == AUTO:
+        # Inside `ray job submit --working-dir` the job shipped the code already, and Ray
+        # refuses a second working_dir: the workers inherit the job's.
+        upload = launch_dir if joining and not _job_ships_code() else None
+    else:
+        upload = setting
     env: dict[str, Any] = {}
     env_vars = dict(WORKER_ENV)
-    if upload is None:
+    if upload is None and _job_ships_code():
+        relative = _relative_to(Path(code_dir).resolve(), Path(launch_dir).resolve()) if code_dir else None
+        if relative not in (None, "."):
+            env_vars["PYTHONPATH"] = relative
+    elif upload is None:
         # Same machine (or the code is already on every node): import from where it lies.
         paths = [p for p in (code_dir, launch_dir, os.environ.get("PYTHONPATH")) if p]
         env_vars["PYTHONPATH"] = os.pathsep.join(paths)
@@ -85,6 +97,18 @@ def runtime_env(ray_cfg: Mapping[str, Any], *, code_dir: str | None, launch_dir:
     env["env_vars"] = env_vars
     env.update(extra)
     return env
+
+
+def _job_ships_code() -> bool:
+    """Whether this driver is a Ray job's entrypoint whose runtime_env carries the code."""
+    config = os.environ.get(JOB_CONFIG_ENV)
+    if not config:
+        return False
+    try:
+        env = json.loads(config).get("runtime_env") or {}
+    except (ValueError, AttributeError):
+        return False
+    return bool(env.get("working_dir") or env.get("py_modules"))
 
 
 def module_path(entry: str) -> str:

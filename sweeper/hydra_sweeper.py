@@ -259,7 +259,8 @@ class SweeperImpl:
         except ValueError as exc:
             raise SweeperConfigError(str(exc)) from exc
         kwargs: dict[str, Any] = {
-            "address": address,
+            # "local", not None: None would join a cluster named by RAY_ADDRESS or `ray start`.
+            "address": address if address is not None else "local",
             "include_dashboard": False,
             "log_to_driver": bool(ray_cfg.get("log_to_driver")),
             "logging_level": logging.WARNING,
@@ -279,6 +280,14 @@ class SweeperImpl:
             raise SweeperConfigError(
                 f"ray.address={address!r}: cannot connect to a Ray cluster there ({exc}). Start one with "
                 f"`ray start --head`, or use ray.address=null to run on a local Ray."
+            ) from exc
+        except RuntimeError as exc:
+            if "node info" not in str(exc).lower():
+                raise
+            raise SweeperConfigError(
+                f"ray.address={address!r}: this machine is not a node of that cluster, and a driver joining by "
+                f"GCS address must run on one ({exc}). From outside the cluster use ray.address=ray://HEAD:10001 "
+                f"(Ray Client) or `ray job submit`; see cluster/README.md."
             ) from exc
         resources = ray.cluster_resources()
         nodes = [n for n in ray.nodes() if n.get("Alive")]

@@ -21,7 +21,7 @@
 #                                 ./.mlflow_flask_secret_key (mode 600), the same after restarts
 #   MLFLOW_SERVER_ENABLE_JOB_EXECUTION  MLflow's job runner for GenAI evaluation; off here (false)
 #                                 since sweeps don't use it and it starts ~8 extra processes
-# Any argument is passed on to `mlflow server` (e.g. --allowed-hosts mlflow.lab.example).
+# Any argument is passed on to `mlflow server` (e.g. --allowed-hosts "mlflow.lab.example:*": Host headers carry the port).
 # The process execs into `mlflow server`: stopping it (Ctrl-C, SIGTERM) stops the server.
 set -euo pipefail
 

@@ -99,6 +99,7 @@ class Postgres:
     user: str
     password: str
     bin_dir: Path
+    pid: int  # the server's process, leader of its process group
 
     def url(self, database: str) -> str:
         return f"postgresql://{self.user}:{self.password}@127.0.0.1:{self.port}/{database}"
@@ -169,7 +170,7 @@ def _postgres(root: Path, bin_dir: Path, user: str | None) -> Iterator[Postgres]
     with process_group(cmd, log, user=user, stop_signal=signal.SIGINT) as proc:
         ready = [str(bin_dir / "pg_isready"), "-h", "127.0.0.1", "-p", str(port)]
         wait_until(lambda: subprocess.run(ready, capture_output=True).returncode == 0, "PostgreSQL", 60, proc, log)
-        yield Postgres(port=port, user="sweeper", password=password, bin_dir=bin_dir)
+        yield Postgres(port=port, user="sweeper", password=password, bin_dir=bin_dir, pid=proc.pid)
 
 
 # ---------------------------------------------------------------- MLflow tracking server
@@ -287,6 +288,26 @@ def ray_cluster(nodes: Mapping[str, Mapping[str, float]], cpus_per_node: int = 1
     finally:
         subprocess.run(_ray("stop", "--force"), env=env, capture_output=True, timeout=120)
         shutil.rmtree(logs, ignore_errors=True)
+
+
+def group_alive(pgid: int) -> bool:
+    """Whether any process of process group ``pgid`` is still running."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def processes_mentioning(text: str) -> list[str]:
+    """Command lines of running processes that contain ``text`` (read from /proc)."""
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        with contextlib.suppress(OSError):
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            if text in args:
+                found.append(args)
+    return found
 
 
 def _port_open(port: int) -> bool:

@@ -113,3 +113,15 @@ def test_workers_never_import_mlflow() -> None:
     code = "import sys, sweeper.trial, sweeper.cluster, sweeper.environment; print('mlflow' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_inside_a_ray_job_that_shipped_the_code_auto_uploads_nothing(tmp_path, monkeypatch) -> None:
+    # `ray job submit --working-dir .` ran us: a second working_dir would be refused by Ray.
+    (tmp_path / "app").mkdir()
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", '{"runtime_env": {"working_dir": "gcs://_ray_pkg_1.zip"}}')
+    env = runtime_env(ray_block(address="auto"), code_dir=str(tmp_path / "app"), launch_dir=str(tmp_path))
+    assert "working_dir" not in env
+    assert env["env_vars"]["PYTHONPATH"] == "app"  # relative to the job's unpacked working_dir
+    monkeypatch.setenv("RAY_JOB_CONFIG_JSON_ENV_VAR", '{"runtime_env": {}}')
+    env = runtime_env(ray_block(address="auto"), code_dir=str(tmp_path / "app"), launch_dir=str(tmp_path))
+    assert env["working_dir"] == str(tmp_path.resolve())
