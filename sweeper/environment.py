@@ -19,7 +19,10 @@ key                effect
 ``cudnn_benchmark``  the cuDNN autotuner (forced off by ``deterministic``)
 ``device``         ``cpu``, ``cuda``, or ``auto``: CUDA when torch sees a GPU in this process
                    (Ray sets ``CUDA_VISIBLE_DEVICES`` to the GPUs it gave the trial)
-``matmul_precision``  ``torch.set_float32_matmul_precision`` (``highest``, ``high``, ``medium``)
+``matmul_precision``  ``torch.set_float32_matmul_precision`` (``highest``, ``high``, ``medium``) and,
+                      for convolutions, ``torch.backends.cudnn.allow_tf32`` (off at ``highest``:
+                      cuDNN's default TF32 convolutions would otherwise stay on, as measured
+                      on an H100, docs/gpu.md)
 =================  =========================================================================
 
 What is *in force* is then read back (:class:`EnvironmentInForce`), not copied from the
@@ -114,6 +117,7 @@ class EnvironmentInForce:
         cublas_workspace: ``CUBLAS_WORKSPACE_CONFIG`` as set in the process.
         cudnn_enabled, cudnn_deterministic, cudnn_benchmark: ``torch.backends.cudnn`` flags.
         matmul_precision: ``torch.get_float32_matmul_precision()``.
+        cudnn_allow_tf32: ``torch.backends.cudnn.allow_tf32`` (TF32 convolutions).
     """
 
     seed: int
@@ -126,6 +130,7 @@ class EnvironmentInForce:
     cudnn_deterministic: bool | None = None
     cudnn_benchmark: bool | None = None
     matmul_precision: str | None = None
+    cudnn_allow_tf32: bool | None = None
 
     def as_conditions(self) -> dict[str, str]:
         """Tag name -> text, under ``env_in_force.``; fields that do not apply are left out."""
@@ -199,6 +204,7 @@ def apply_environment(env: Mapping[str, Any] | EnvSettings | None) -> Environmen
         torch.backends.cudnn.deterministic = s.deterministic
         torch.backends.cudnn.benchmark = s.cudnn_benchmark and not s.deterministic
         torch.set_float32_matmul_precision(s.matmul_precision)
+        torch.backends.cudnn.allow_tf32 = s.matmul_precision != "highest"  # convolutions follow matmuls
     _LAST = read_environment(s.seed, device)
     return _LAST
 
@@ -216,7 +222,7 @@ def read_environment(seed: int, device: str) -> EnvironmentInForce:
         deterministic=torch.are_deterministic_algorithms_enabled(),
         cublas_workspace=os.environ.get("CUBLAS_WORKSPACE_CONFIG"), cudnn_enabled=torch.backends.cudnn.enabled,
         cudnn_deterministic=torch.backends.cudnn.deterministic, cudnn_benchmark=torch.backends.cudnn.benchmark,
-        matmul_precision=torch.get_float32_matmul_precision())
+        matmul_precision=torch.get_float32_matmul_precision(), cudnn_allow_tf32=torch.backends.cudnn.allow_tf32)
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,10 @@ Weights are never downloaded (``weights=None``): every model starts from the ran
 initialisation drawn from torch's global generator, so the same ``env.seed`` builds the
 same weights.
 
-Global average pooling is a ``mean`` over the spatial axes rather than
-``nn.AdaptiveAvgPool2d``: the latter has no deterministic CUDA backward and raises under
-``torch.use_deterministic_algorithms(True)`` (``env.deterministic=true``).
+Global average pooling is a ``mean`` over the spatial axes. (``nn.AdaptiveAvgPool2d``
+has no deterministic CUDA backward for general output sizes; for a 1x1 output PyTorch
+computes a plain mean and it ran under ``env.deterministic=true`` on an H100 (docs/gpu.md),
+so the explicit mean is a precaution, not a necessity.)
 
 References:
     Bell, Kampman, Dodge, Lawrence (2022). Modeling the Machine Learning Multiverse. NeurIPS.

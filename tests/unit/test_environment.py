@@ -152,3 +152,13 @@ def test_a_later_trial_without_settings_gets_the_process_state_back() -> None:
     assert (torch.get_num_threads(), {p["num_threads"] for p in threadpool_info()},
             os.environ.get("OMP_NUM_THREADS"), os.environ.get("CUBLAS_WORKSPACE_CONFIG")) == before
     assert after.cublas_workspace == before[3] and not after.deterministic
+
+
+@pytest.mark.parametrize("precision, tf32", [("highest", False), ("high", True), ("medium", True)])
+def test_convolutions_follow_the_matmul_precision(precision: str, tf32: bool) -> None:
+    # cuDNN's TF32 convolutions are on by default; at "highest" they must be off too (docs/gpu.md).
+    in_force = apply_environment({"seed": 0, "matmul_precision": precision})
+    assert torch.backends.cudnn.allow_tf32 is tf32
+    assert in_force.cudnn_allow_tf32 is tf32
+    assert in_force.as_conditions()["env_in_force.cudnn_allow_tf32"] == str(tf32).lower()
+    apply_environment({"seed": 0})
