@@ -6,6 +6,7 @@
     sweeper report --experiment train --group-by model --filter "train_acc >= 0.99" --out report-train
     sweeper multiverse --experiment svm-breast-cancer          # GP maps, Bayes factors, sensitivity
     sweeper multiverse --experiment train --filter "train_acc >= 0.99" --kernel rbf-ard
+    sweeper resume multirun/2026-11-22/10-00-00                # continue a sweep whose driver died
 """
 
 from __future__ import annotations
@@ -28,6 +29,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     trials.add_argument("--run", default=None, help="the sweep's parent run id (default: the latest sweep)")
     _add_report_parser(sub)
     _add_multiverse_parser(sub)
+    resume = sub.add_parser("resume", help="continue a sweep whose driver died or was stopped",
+                            description="Run the sweep's own command again with hydra.sweeper.resume=true, in its "
+                                        "directory: finished trials are kept, trials in flight run again.")
+    resume.add_argument("sweep", help="the sweep's directory (tag sweeper.sweep_dir) or its MLflow parent run id")
+    resume.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI,
+                        help=f"where to look up a parent run id (default: {DEFAULT_TRACKING_URI})")
     args = parser.parse_args(argv)
     if args.version:
         from sweeper import __version__
@@ -40,8 +47,28 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _report(args)
     if args.command == "multiverse":
         return _multiverse(args)
+    if args.command == "resume":
+        return _resume(args.sweep, args.tracking_uri)
     parser.print_help()
     return 2
+
+
+def _resume(ref: str, tracking_uri: str) -> int:
+    import subprocess
+
+    from sweeper.errors import SweeperConfigError
+    from sweeper.resume import SweepManifest, find_sweep_dir
+
+    try:
+        sweep_dir = find_sweep_dir(ref, tracking_uri)
+        manifest = SweepManifest.load(sweep_dir)
+    except SweeperConfigError as exc:
+        print(f"sweeper resume: {exc}", file=sys.stderr)
+        return 2
+    command = manifest.resume_command(sweep_dir)
+    print(f"Resuming {sweep_dir} (MLflow run {manifest.parent_run_id}) in {manifest.cwd}:\n  {' '.join(command)}",
+          flush=True)
+    return subprocess.call(command, cwd=manifest.cwd)
 
 
 def _add_sweep_arguments(parser: argparse.ArgumentParser, verb: str) -> None:

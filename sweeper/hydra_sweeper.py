@@ -32,6 +32,7 @@ from sweeper.errors import SweeperConfigError, TrialFailuresExceeded
 from sweeper.policy import PolicySettings
 from sweeper.grammar import parse_search_space
 from sweeper.outcome import SweepOutcome, format_params
+from sweeper.resume import SweepManifest, current_command, reconcile
 from sweeper.space import SearchSpace
 
 log = logging.getLogger(__name__)
@@ -59,6 +60,7 @@ class SweeperImpl:
         )  # type: ignore[assignment]
         self.metric: str = settings.pop("metric")
         self.max_failure_rate: float = settings.pop("max_failure_rate")
+        self.resume: bool = bool(settings.pop("resume", False))
         self.settings = settings  # the rest are PolicySettings fields
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None
@@ -80,8 +82,15 @@ class SweeperImpl:
 
         from sweeper.tracking import MLflowTracker
 
-        tracker = MLflowTracker(str(mlflow_cfg["tracking_uri"]), str(mlflow_cfg["experiment_name"]))
-        parent_run_id = self._start_parent_run(tracker, space, policy_settings, sweep_dir, arguments)
+        manifest = self._resumed_sweep(sweep_dir, space, policy_settings) if self.resume else None
+        if manifest is not None:
+            tracker = MLflowTracker(manifest.tracking_uri, manifest.experiment_name)
+            parent_run_id = manifest.parent_run_id
+            tracker.reopen(parent_run_id)
+            log.info("Resuming the sweep of %s (MLflow run %s)", sweep_dir, parent_run_id)
+        else:
+            tracker = MLflowTracker(str(mlflow_cfg["tracking_uri"]), str(mlflow_cfg["experiment_name"]))
+            parent_run_id = self._start_parent_run(tracker, space, policy_settings, sweep_dir, arguments)
         log.info(
             "MultiverseSweeper(strategy=%s, metric=%s, mode=%s, n_initial=%d, batch_size=%d, num_trials=%d, "
             "seed=%d, deterministic=%s) over %s",
@@ -94,7 +103,7 @@ class SweeperImpl:
         status = "FAILED"
         try:
             recorder, searcher = self._run_tune(space, composer, policy_settings, ray_cfg, tracker, parent_run_id,
-                                               sweep_dir)
+                                               sweep_dir, manifest)
             status = "FINISHED"
         except KeyboardInterrupt:
             status = "KILLED"
@@ -178,6 +187,11 @@ class SweeperImpl:
     # ---------------------------------------------------------------- MLflow parent run
     def _start_parent_run(self, tracker: Any, space: SearchSpace, settings: PolicySettings, sweep_dir: Path,
                           arguments: list[str]) -> str:
+        # Credentials in the config or on the command line never reach the records: the
+        # tracker redacts every param and tag; the command line is redacted argument by
+        # argument (exact where free text must guess), the config as a tree.
+        from sweeper.redaction import redact_overrides, redact_tree, redact_yaml_config
+
         assert self.config is not None
         run_id: str = tracker.start_run(
             f"{self.config.hydra.job.name}-{time.strftime('%Y%m%d-%H%M%S')}",
@@ -186,19 +200,19 @@ class SweeperImpl:
                 "metric": self.metric,
                 "max_failure_rate": self.max_failure_rate,
                 **{f"space.{k}": v for k, v in space.describe().items()},
-                "fixed_overrides": " ".join(space.fixed_overrides),
+                "fixed_overrides": " ".join(redact_overrides(space.fixed_overrides)),
             },
             tags={
                 "role": "sweep",
                 "strategy": settings.strategy,
                 "sweep_dir": str(sweep_dir),
-                "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-                "overrides": " ".join(arguments),
+                "command": " ".join([Path(sys.argv[0]).name, *redact_overrides(sys.argv[1:])]),
+                "overrides": " ".join(redact_overrides(arguments)),
                 **{f"driver.{k}": v for k, v in capture_conditions(self._code_dir()).items()},
             },
         )
-        tracker.log_text(run_id, OmegaConf.to_yaml(self.config), "multirun.yaml")
-        tracker.log_text(run_id, json.dumps(space.to_dict(), indent=2), "search_space.json")
+        tracker.log_text(run_id, redact_yaml_config(self.config), "multirun.yaml")
+        tracker.log_text(run_id, json.dumps(redact_tree(space.to_dict()), indent=2), "search_space.json")
         return run_id
 
     def _code_dir(self) -> str | None:
@@ -210,7 +224,8 @@ class SweeperImpl:
 
     # ---------------------------------------------------------------- Ray Tune
     def _run_tune(self, space: SearchSpace, composer: TrialComposer, settings: PolicySettings,
-                  ray_cfg: dict[str, Any], tracker: Any, parent_run_id: str, sweep_dir: Path) -> tuple[Any, Any]:
+                  ray_cfg: dict[str, Any], tracker: Any, parent_run_id: str, sweep_dir: Path,
+                  manifest: SweepManifest | None = None) -> tuple[Any, Any]:
         for key, value in _TUNE_ENV.items():
             os.environ.setdefault(key, value)
         import ray
@@ -231,18 +246,37 @@ class SweeperImpl:
                 code_dir=self._code_dir(),
                 shipped_code=shipped_code(env.get("working_dir"), self._code_dir()),
             )
-            tune_storage = storage_path(ray_cfg, sweep_dir, client=client)
-            # One Tune experiment per sweep, also when several sweeps share a storage_path.
-            tune_name = "tune" if tune_storage == str(sweep_dir) else f"{sweep_dir.name}-{parent_run_id[:8]}"
-            tracker.log(parent_run_id, tags={"tune_experiment": f"{(tune_storage or '~/ray_results').rstrip('/')}/"
-                                                                f"{tune_name}"})
-            job = TuneJob(space, settings, self.metric, ray_cfg, tracker, parent_run_id, ctx, tune_storage, tune_name)
+            ledger = reconcile(tracker, parent_run_id) if manifest is not None else None
+            if manifest is not None:
+                tune_storage, tune_name = str(Path(manifest.tune_path).parent), Path(manifest.tune_path).name
+                ctx.replayed = {i: ledger.result_of(i, self.metric) for i in ledger.records(space, self.metric)}
+                log.info("MLflow holds %d ended trials (not run again); %d runs left RUNNING were closed as KILLED "
+                         "and their trials run again", len(ledger.ended), len(ledger.killed))
+            else:
+                tune_storage = storage_path(ray_cfg, sweep_dir, client=client)
+                # One Tune experiment per sweep, also when several sweeps share a storage_path.
+                tune_name = "tune" if tune_storage == str(sweep_dir) else f"{sweep_dir.name}-{parent_run_id[:8]}"
+                tune_path = f"{(tune_storage or '~/ray_results').rstrip('/')}/{tune_name}"
+                tracker.log(parent_run_id, tags={"tune_experiment": tune_path})
+                SweepManifest(parent_run_id, tracker.tracking_uri, tracker.experiment_name, tune_path,
+                              space.to_dict(), settings.strategy, settings.seed, settings.num_trials,
+                              current_command(), os.getcwd()).save(sweep_dir)
+            job = TuneJob(space, settings, self.metric, ray_cfg, tracker, parent_run_id, ctx, tune_storage, tune_name,
+                          ledger)
             recorder, searcher = run_on_head(job) if client else run_tune(job)
             (sweep_dir / SEARCHER_STATE_FILE).write_text(json.dumps(searcher.get_state()), encoding="utf-8")
             return recorder, searcher
         finally:
             if started_ray:
                 ray.shutdown()
+
+    def _resumed_sweep(self, sweep_dir: Path, space: SearchSpace, settings: PolicySettings) -> SweepManifest:
+        """The manifest of the sweep in ``sweep_dir``, if this command may continue it."""
+        manifest = SweepManifest.load(sweep_dir)
+        problems = manifest.problems(space, settings.strategy, settings.seed, settings.num_trials)
+        if problems:
+            raise SweeperConfigError([f"cannot resume the sweep in {sweep_dir}: {p}" for p in problems])
+        return manifest
 
     def _start_ray(self, ray_cfg: dict[str, Any], client: bool = False) -> tuple[bool, dict[str, Any]]:
         """Start a local Ray (address null) or connect to a cluster.

@@ -52,7 +52,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -233,6 +233,7 @@ class MultiversePolicy:
         self._sobol: NDArray[np.float64] | None = None
         self._grid: NDArray[np.float64] | None = None
         self._bayes_factors: list[BayesFactorCheck] = []
+        self._replay: dict[int, Suggestion] = {}  # suggestions made before a restart, handed out again
         #: Called with each :class:`BayesFactorCheck` as it is made (e.g. to log it to MLflow).
         self.on_bayes_factor: Callable[[BayesFactorCheck], None] | None = None
 
@@ -287,6 +288,11 @@ class MultiversePolicy:
         if self.is_finished:
             return None
         index = len(self._suggestions)
+        if index in self._replay:  # suggested before the driver died: the same point again
+            suggestion = self._replay.pop(index)
+            self._plan = [p for p in self._plan if p.index != index]
+            self._suggestions.append(suggestion)
+            return suggestion
         s = self.settings
         if s.stop_on_bayes_factor is not None and self._starts_batch(index):
             if s.deterministic and any(i not in self._results for i in range(index)):
@@ -311,6 +317,16 @@ class MultiversePolicy:
             raise KeyError(f"trial #{index} was never suggested (suggested so far: {len(self._suggestions)})")
         v = float("nan") if value is None or not math.isfinite(value) else float(value)
         self._results[index] = v
+
+    def replay(self, suggestions: Iterable[Suggestion]) -> None:
+        """Hand out these suggestions again, at their indices, instead of choosing new points.
+
+        For a resumed sweep: trials suggested after the searcher's last checkpoint keep the
+        point they were given (their MLflow runs say which), so no index gets two points.
+        """
+        for suggestion in suggestions:
+            if suggestion.index >= len(self._suggestions):
+                self._replay[suggestion.index] = suggestion
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-able state; :meth:`load_state_dict` continues with the same suggestions."""

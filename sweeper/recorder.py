@@ -18,6 +18,7 @@ from ray.tune import Callback
 
 from sweeper.conditions import measurement_record
 from sweeper.outcome import TrialRecord, format_params
+from sweeper.redaction import redact_tree
 from sweeper.searcher import TRIAL_KEY
 from sweeper.tracking import BackgroundWriter
 from sweeper.trial import (
@@ -27,6 +28,7 @@ from sweeper.trial import (
     ERROR_KEY,
     METRICS_KEY,
     PACKAGES_KEY,
+    REPLAYED_KEY,
     STATUS_KEY,
     STEP_KEY,
     STEP_METRICS_KEY,
@@ -64,6 +66,7 @@ class TrialRecorder(Callback):
         self._packages_logged: set[str] = set()
         self._last_step: dict[int, int] = {}  # trial index -> last per-step metric step
         self._by_trial: dict[str, TrialRecord] = {}
+        self._adopted: dict[int, TrialRecord] = {}  # index -> a trial that ended before a resume
         self.writer = BackgroundWriter()
 
     def __getstate__(self) -> dict[str, Any]:
@@ -92,6 +95,9 @@ class TrialRecorder(Callback):
         meta = trial.config[TRIAL_KEY]
         params = {k: v for k, v in trial.config.items() if k != TRIAL_KEY}
         index = int(meta["index"])
+        if index in self._adopted:  # ended before a resume: its run exists, the trial is not run again
+            self._by_trial[trial.trial_id] = self._adopted[index]
+            return
         record = TrialRecord(index, meta["phase"], int(meta["batch"]), params)
         self._by_trial[trial.trial_id] = record
         tags = {
@@ -103,6 +109,7 @@ class TrialRecorder(Callback):
             "predicted_mean": meta.get("predicted_mean"),
             "predicted_sd": meta.get("predicted_sd"),
             "tune_trial_id": trial.trial_id,
+            "unit_point": json.dumps([float(v) for v in meta.get("x", ())]),
             "status": "RUNNING",
         }
 
@@ -124,8 +131,18 @@ class TrialRecorder(Callback):
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         record = self._by_trial.pop(trial.trial_id, None)
-        if record is not None:
-            self._close(record, trial.last_result or {})
+        if record is None:
+            return
+        if REPLAYED_KEY in (trial.last_result or {}):
+            log.info("[%d/%d] #%d ended before the resume: %s (recorded in MLflow, not run again)",
+                     len(self.records), self.num_trials, record.index, record.status)
+            return
+        self._close(record, trial.last_result or {})
+
+    def adopt(self, ended: dict[int, TrialRecord]) -> None:
+        """Take over the trials a resumed sweep had ended: counted, never recorded twice."""
+        self._adopted.update(ended)
+        self.records.update(ended)
 
     def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         record = self._by_trial.pop(trial.trial_id, None)
@@ -161,7 +178,9 @@ class TrialRecorder(Callback):
         traceback_text = result.get(TRACEBACK_KEY)
         final_step = self._last_step.pop(record.index, 0)
         conditions = result.get(CONDITIONS_KEY, {})
-        measurement = measurement_record(self.metric, record.metrics, result.get(CONFIG_KEY, {}), conditions)
+        # Redacted as a tree: a credential-like config key's value never reaches conditions.json.
+        measurement = redact_tree(measurement_record(self.metric, record.metrics, result.get(CONFIG_KEY, {}),
+                                                     conditions))
         packages = result.get(PACKAGES_KEY)
         new_packages = packages and conditions.get("packages.sha256") not in self._packages_logged
         if new_packages:

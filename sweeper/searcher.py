@@ -98,7 +98,8 @@ class MultiverseSearch(Searcher):
 
     @staticmethod
     def trial_config(suggestion: Suggestion) -> dict[str, Any]:
-        meta = {k: v for k, v in asdict(suggestion).items() if k not in ("params", "x")}
+        meta = {k: v for k, v in asdict(suggestion).items() if k != "params"}
+        meta["x"] = list(suggestion.x)  # recorded on the trial's run: a resumed sweep replays it
         return {**suggestion.params, TRIAL_KEY: meta}
 
     def get_state(self) -> dict[str, Any]:

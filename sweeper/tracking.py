@@ -23,6 +23,8 @@ from mlflow.entities import Metric, Param, RunTag
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
+from sweeper.redaction import redact_mapping, redact_text
+
 log = logging.getLogger(__name__)
 
 TAG_PREFIX = "sweeper."
@@ -123,10 +125,12 @@ class MLflowTracker:
 
         Non-numeric and non-finite metric values are skipped for the metric table: MLflow
         stores NaN, but a NaN score is a failure and is recorded as such in the tags.
+        Params and tags are redacted first (sweeper.redaction): a credential-like key's
+        value becomes ``***``, and a URL's password or a ``key=secret`` inside any value too.
         """
         now = int(time.time() * 1000)
-        p = [Param(clean_key(k), _text(v, _MAX_PARAM_LEN)) for k, v in (params or {}).items()]
-        t = [RunTag(clean_key(TAG_PREFIX + k), _text(v, _MAX_TAG_LEN)) for k, v in (tags or {}).items()
+        p = [Param(clean_key(k), _text(v, _MAX_PARAM_LEN)) for k, v in redact_mapping(params or {}).items()]
+        t = [RunTag(clean_key(TAG_PREFIX + k), _text(v, _MAX_TAG_LEN)) for k, v in redact_mapping(tags or {}).items()
              if v is not None]
         m = [Metric(clean_key(k), float(v), now, step) for k, v in (metrics or {}).items() if _is_number(v)]
         chunks = max(-(-len(p) // _MAX_PARAMS), -(-len(t) // _MAX_TAGS), -(-len(m) // _MAX_METRICS))
@@ -139,7 +143,18 @@ class MLflowTracker:
             )
 
     def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
-        self.client.log_text(run_id, text, artifact_file)
+        """Log a text artifact, redacted as free text (sweeper.redaction.redact_text) on the way.
+
+        A backstop: configs are redacted as trees where they are produced (multirun.yaml,
+        conditions.json); this catches URL passwords, ``key=secret`` and ``key: secret`` in
+        anything else (an error's traceback, the results file's tracking URI).
+        """
+        self.client.log_text(run_id, redact_text(text), artifact_file)
+
+    def reopen(self, run_id: str) -> None:
+        """Mark a sweep's run RUNNING again, for a resumed sweep (its driver died, or it was stopped)."""
+        self.client.update_run(run_id, status="RUNNING")
+        self.log(run_id, tags={"status": "RUNNING", "resumed_at": time.strftime("%Y-%m-%d %H:%M:%S")})
 
     def finish(self, run_id: str, status: str = "FINISHED") -> None:
         """End a run: FINISHED, FAILED or KILLED."""

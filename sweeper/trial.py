@@ -45,6 +45,7 @@ DURATION_KEY = "sweeper_duration_s"
 STEP_KEY = "sweeper_step"  # present only in per-step results from log_metrics
 STEP_METRICS_KEY = "sweeper_step_metrics"
 PACKAGES_KEY = "sweeper_packages"  # the process's pip freeze, in its first result only
+REPLAYED_KEY = "sweeper_replayed"  # the MLflow run of a trial that ended before a resume
 
 #: Config keys holding the task's random seed, recorded as a condition of measurement.
 SEED_KEYS = ("env.seed", "seed")
@@ -72,6 +73,8 @@ class TrialContext:
     code_dir: str | None = None
     #: The driver's code version when the code was uploaded to the nodes (see conditions.shipped_code).
     shipped_code: dict[str, str] | None = None
+    #: A resumed sweep's trials that had ended (index -> sweeper.resume.Ledger.result_of): not run again.
+    replayed: dict[int, dict[str, Any]] | None = None
 
 
 def make_trainable(ctx: TrialContext) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -86,6 +89,8 @@ def make_trainable(ctx: TrialContext) -> Callable[[dict[str, Any]], dict[str, An
 def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
     """Run one trial and return its result dict (never raises for task faults)."""
     index = int(config[TRIAL_KEY]["index"])
+    if ctx.replayed and index in ctx.replayed:
+        return _replayed_result(ctx.replayed[index], ctx.metric)
     params = {k: v for k, v in config.items() if k != TRIAL_KEY}
     started = time.perf_counter()
     result: dict[str, Any] = {ctx.metric: math.nan, STATUS_KEY: "FAILED", METRICS_KEY: {}, CONFIG_KEY: {}}
@@ -115,6 +120,15 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
     if not _PACKAGES_SENT:
         result[PACKAGES_KEY] = list(installed_packages())
         _PACKAGES_SENT = True
+    return result
+
+
+def _replayed_result(ended: Mapping[str, Any], metric: str) -> dict[str, Any]:
+    """The result of a trial that ended before the sweep's driver died, as MLflow recorded it."""
+    result = {metric: ended["value"], STATUS_KEY: ended["status"], METRICS_KEY: dict(ended["metrics"]),
+              DURATION_KEY: ended["duration_s"], REPLAYED_KEY: ended["run_id"]}
+    if ended.get("error"):
+        result[ERROR_KEY] = ended["error"]
     return result
 
 

@@ -16,6 +16,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from sweeper.policy import PolicySettings
+from sweeper.resume import Ledger
 from sweeper.space import SearchSpace
 from sweeper.trial import TrialContext
 
@@ -35,11 +36,11 @@ class TuneJob:
     ctx: TrialContext
     storage_path: str | None  # None: Tune's default (~/ray_results of the node running Tune)
     name: str
+    ledger: Ledger | None = None  # a resumed sweep's trials in MLflow: restore Tune's experiment
 
 
 def run_tune(job: TuneJob) -> tuple[Any, Any]:
     """Run the sweep's trials; return the trial recorder and the searcher."""
-    import ray
     from ray import tune
     from ray.tune.logger import JsonLoggerCallback
 
@@ -54,8 +55,26 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     resources = job.ray_cfg["resources_per_trial"]
     bundle = {"CPU": float(resources["cpu"]), "GPU": float(resources["gpu"]), **(resources.get("custom") or {})}
     bundle = {k: float(v) for k, v in bundle.items() if v}
-    tuner = tune.Tuner(
-        tune.with_resources(make_trainable(job.ctx), tune.PlacementGroupFactory([bundle])),
+    trainable = tune.with_resources(make_trainable(job.ctx), tune.PlacementGroupFactory([bundle]))
+    callbacks = [recorder, JsonLoggerCallback()]
+    if job.ledger is not None:
+        tuner = _restored_tuner(job, trainable, searcher, recorder, callbacks)
+    else:
+        tuner = _new_tuner(job, trainable, searcher, callbacks, bundle)
+    try:
+        tuner.fit()
+    finally:
+        recorder.writer.close()  # every queued MLflow write lands before the summary
+    return recorder, searcher
+
+
+def _new_tuner(job: TuneJob, trainable: Any, searcher: Any, callbacks: list[Any], bundle: dict[str, float]) -> Any:
+    import ray
+    from ray import tune
+
+    settings = job.settings
+    return tune.Tuner(
+        trainable,
         tune_config=tune.TuneConfig(
             search_alg=searcher,
             num_samples=settings.num_trials,
@@ -66,17 +85,40 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
         run_config=tune.RunConfig(
             name=job.name,
             storage_path=job.storage_path,
-            callbacks=[recorder, JsonLoggerCallback()],
+            callbacks=callbacks,
             verbose=0,
             log_to_file=False,
             failure_config=tune.FailureConfig(max_failures=int(job.ray_cfg.get("max_failures", 0))),
         ),
     )
-    try:
-        tuner.fit()
-    finally:
-        recorder.writer.close()  # every queued MLflow write lands before the summary
-    return recorder, searcher
+
+
+def _restored_tuner(job: TuneJob, trainable: Any, searcher: Any, recorder: Any, callbacks: list[Any]) -> Any:
+    """Ray Tune's experiment of a resumed sweep, continued with this process's searcher and recorder.
+
+    ``Tuner.restore`` brings back the trials (finished ones are not run again, those in flight
+    run again) and, from Tune's last checkpoint, the searcher's state. Tune would also unpickle
+    the callbacks and searcher of the first run; the live ones are put in their place so that
+    MLflow writes happen here and the searcher replays what MLflow says was suggested after
+    that checkpoint (Ray has no public hook for this: ``Tuner._local_tuner`` is used).
+    """
+    from ray import tune
+
+    from sweeper.policy import Suggestion
+
+    ledger = job.ledger
+    assert ledger is not None
+    searcher.policy.replay(
+        Suggestion(i, tuple(how["x"]), job.space.from_unit([how["x"]])[0], how["phase"], how["batch"],
+                   how.get("acquisition"), how.get("predicted_mean"), how.get("predicted_sd"))
+        for i, how in sorted(ledger.suggested.items()))
+    recorder.adopt(ledger.records(job.space, job.metric))
+    path = f"{(job.storage_path or '~/ray_results').rstrip('/')}/{job.name}"
+    tuner = tune.Tuner.restore(path, trainable, resume_unfinished=True, resume_errored=False)
+    internal = tuner._local_tuner  # noqa: SLF001 - see the docstring
+    internal._run_config.callbacks = callbacks  # noqa: SLF001
+    internal._tune_config.search_alg = searcher  # noqa: SLF001
+    return tuner
 
 
 def run_on_head(job: TuneJob) -> tuple[Any, Any]:

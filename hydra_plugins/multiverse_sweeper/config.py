@@ -37,6 +37,7 @@ class MultiverseSweeperConf:
     kernel: str = "matern52-ard"  # matern52-ard | matern52 | rbf-ard | rbf (continuous dims)
     coregion_rank: int = 1  # rank of W in each categorical dim's B = W W^T + diag(kappa)
     stop_on_bayes_factor: Optional[float] = None  # T: stop once K > T or K < 1/T (interaction test)
+    resume: bool = False  # continue the interrupted sweep in hydra.sweep.dir (see `sweeper resume`)
 
 
 #: What ``ray.working_dir`` leaves out unless told otherwise: environments, records, outputs.

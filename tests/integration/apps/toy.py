@@ -3,7 +3,9 @@
 - ``fail_above``: raise ValueError when x is above it;
 - ``nan_above``: return NaN when y is above it;
 - ``sleep_s``: sleep a random time up to this, so trials finish in random order;
-- ``steps``: report this many per-step metrics through ``sweeper.log_metrics``.
+- ``steps``: report this many per-step metrics through ``sweeper.log_metrics``;
+- ``executions_log``: append the trial's index (Hydra's job number) to this file when it
+  starts, so a test can count how often each trial really ran.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import random
 import time
 
 import hydra
+from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig
 
 from sweeper import log_metrics
@@ -26,6 +29,9 @@ def branin01(x: float, y: float) -> float:
 
 @hydra.main(config_path="conf", config_name="toy", version_base="1.3")
 def main(cfg: DictConfig) -> dict[str, float]:
+    if cfg.executions_log:
+        with open(cfg.executions_log, "a", encoding="utf-8") as log:
+            log.write(f"{HydraConfig.get().job.num}\n")
     if cfg.sleep_s:
         time.sleep(random.Random(os.urandom(8)).uniform(0, cfg.sleep_s))
     for step in range(cfg.steps):

@@ -1,0 +1,190 @@
+"""Continue a sweep whose driver died: the manifest, the MLflow ledger, the compatibility check.
+
+Three records survive a killed driver, and resuming reads all of them:
+
+- ``sweep.json`` in the sweep dir (:class:`SweepManifest`), written before the first trial:
+  the MLflow parent run, the tracking URI, where Ray Tune keeps its experiment state, the
+  search space and strategy, and the command that started the sweep;
+- Ray Tune's experiment state (restored with ``Tuner.restore``), with the searcher state it
+  checkpointed;
+- MLflow, the ledger of trials (:func:`reconcile`): a FINISHED or FAILED child run is a trial
+  that ended, whatever Tune's last checkpoint says, and is never run again; a child run left
+  RUNNING belonged to a trial in flight when the driver died: it is closed as KILLED and its
+  trial runs once more.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from sweeper.errors import SweeperConfigError
+from sweeper.outcome import TrialRecord
+from sweeper.space import SearchSpace
+
+MANIFEST_FILE = "sweep.json"
+MANIFEST_VERSION = 1
+#: Overrides the resume command sets itself (dropped from the recorded command).
+_RESUME_KEYS = ("hydra.sweep.dir=", "hydra.sweeper.resume=")
+
+
+@dataclass
+class SweepManifest:
+    """What a sweep needs to be continued, saved in its sweep dir as ``sweep.json``."""
+
+    parent_run_id: str
+    tracking_uri: str
+    experiment_name: str
+    tune_path: str  # the Ray Tune experiment folder (storage_path/name)
+    space: dict[str, Any]
+    strategy: str
+    seed: int
+    num_trials: int
+    command: list[str]  # the interpreter and argv that started the sweep
+    cwd: str
+    version: int = MANIFEST_VERSION
+
+    def save(self, sweep_dir: Path) -> None:
+        (sweep_dir / MANIFEST_FILE).write_text(json.dumps(asdict(self), indent=1), encoding="utf-8")
+
+    @classmethod
+    def load(cls, sweep_dir: Path) -> SweepManifest:
+        path = sweep_dir / MANIFEST_FILE
+        if not path.is_file():
+            raise SweeperConfigError(
+                f"there is no sweep to resume in {sweep_dir} (no {MANIFEST_FILE}): give the sweep's directory "
+                f"(its `sweep_dir` tag in MLflow) or its parent run id; `sweeper trials --experiment NAME` lists "
+                f"the latest sweep of an experiment."
+            )
+        data = json.loads(path.read_text(encoding="utf-8"))
+        if data.get("version") != MANIFEST_VERSION:
+            raise SweeperConfigError(f"{path} has version {data.get('version')!r}; this sweeper reads "
+                                     f"version {MANIFEST_VERSION}")
+        return cls(**data)
+
+    def resume_command(self, sweep_dir: Path) -> list[str]:
+        """The original command, pointed at ``sweep_dir`` with ``hydra.sweeper.resume=true``."""
+        kept = [a for a in self.command if not a.startswith(_RESUME_KEYS)]
+        return [*kept, f"hydra.sweep.dir={sweep_dir}", "hydra.sweeper.resume=true"]
+
+    def problems(self, space: SearchSpace, strategy: str, seed: int, num_trials: int) -> list[str]:
+        """What differs between the saved sweep and the one asked to continue it."""
+        found = []
+        saved = SearchSpace.from_dict(self.space)
+        if saved != space:
+            found.append(f"the search space changed: the sweep searched {saved.describe()}, this command "
+                         f"searches {space.describe()}")
+        for key, before, now in (("strategy", self.strategy, strategy), ("seed", self.seed, seed),
+                                 ("num_trials", self.num_trials, num_trials)):
+            if before != now:
+                found.append(f"hydra.sweeper.{key} changed from {before!r} to {now!r}")
+        if found:
+            found.append("a sweep continues only with the settings it started with: drop the changed overrides, "
+                         "or start a new sweep without hydra.sweeper.resume")
+        return found
+
+
+def current_command() -> list[str]:
+    """The interpreter and argv of this process, as recorded in the manifest."""
+    return [sys.executable, *sys.argv]
+
+
+@dataclass
+class Ledger:
+    """The trials MLflow holds for a sweep, read when it resumes.
+
+    Attributes:
+        ended: trial index -> its FINISHED or FAILED run (the latest one per index).
+        suggested: trial index -> how it was suggested: ``x`` (the unit-cube point, tag
+            ``sweeper.unit_point``), ``phase``, ``batch`` and the GP's values there.
+        killed: run ids of orphaned RUNNING runs closed as KILLED.
+    """
+
+    ended: dict[int, Any] = field(default_factory=dict)
+    suggested: dict[int, dict[str, Any]] = field(default_factory=dict)
+    killed: list[str] = field(default_factory=list)
+
+    def result_of(self, index: int, metric: str) -> dict[str, Any]:
+        """The metrics and status of an ended trial, as a trial reports them."""
+        run = self.ended[index]
+        metrics = {k: float(v) for k, v in run.data.metrics.items() if not k.startswith("sweeper.")}
+        status = run.data.tags.get("sweeper.status", run.info.status)
+        return {"status": status, "metrics": metrics, "value": metrics.get(metric, math.nan),
+                "error": run.data.tags.get("sweeper.error"), "run_id": run.info.run_id,
+                "duration_s": float(run.data.tags.get("sweeper.duration_s", "nan") or "nan")}
+
+
+    def records(self, space: SearchSpace, metric: str) -> dict[int, TrialRecord]:
+        """The ended trials as the sweep's records (params from the recorded unit-cube point)."""
+        out = {}
+        for index in self.ended:
+            how = self.suggested.get(index)
+            if how is None:  # no recorded point: nothing can tell a replay from a new trial
+                continue
+            r = self.result_of(index, metric)
+            out[index] = TrialRecord(index, how["phase"], how["batch"], space.from_unit([how["x"]])[0],
+                                     run_id=r["run_id"], status=r["status"], value=r["value"], metrics=r["metrics"],
+                                     duration_s=r["duration_s"], error=r["error"])
+        return out
+
+
+def reconcile(tracker: Any, parent_run_id: str) -> Ledger:
+    """Read a sweep's child runs; close the orphans (left RUNNING by a dead driver) as KILLED."""
+    ledger = Ledger()
+    for run in sorted(tracker.child_runs(parent_run_id), key=lambda r: r.info.start_time or 0):
+        tags = run.data.tags
+        if "sweeper.trial_index" not in tags:
+            continue
+        index = int(tags["sweeper.trial_index"])
+        if "sweeper.unit_point" in tags:
+            ledger.suggested[index] = {
+                "x": tuple(json.loads(tags["sweeper.unit_point"])), "phase": tags.get("sweeper.phase", "?"),
+                "batch": int(tags.get("sweeper.batch", 0)),
+                **{k: _number(tags.get(f"sweeper.{k}")) for k in ("acquisition", "predicted_mean", "predicted_sd")},
+            }
+        if run.info.status in ("FINISHED", "FAILED") and tags.get("sweeper.status") in ("FINISHED", "FAILED"):
+            ledger.ended[index] = run
+        elif run.info.status == "RUNNING":
+            tracker.log(run.info.run_id, tags={
+                "status": "KILLED", "error": "the sweep's driver died while this trial ran; the trial runs again "
+                                             "when the sweep resumes"})
+            tracker.finish(run.info.run_id, "KILLED")
+            ledger.killed.append(run.info.run_id)
+    return ledger
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return None if text is None else float(text)
+    except ValueError:
+        return None
+
+
+def find_sweep_dir(ref: str, tracking_uri: str) -> Path:
+    """The sweep dir named by ``ref``: a directory holding ``sweep.json``, or an MLflow parent run id."""
+    path = Path(ref).expanduser()
+    if path.is_dir():
+        return path.resolve()
+    if "/" in ref or not ref.isalnum():
+        raise SweeperConfigError(
+            f"{ref} is neither a sweep directory nor an MLflow run id: give the sweep's directory (its "
+            f"`sweep_dir` tag in MLflow) or its parent run id; `sweeper trials --experiment NAME` lists sweeps.")
+    from mlflow.exceptions import MlflowException
+    from mlflow.tracking import MlflowClient
+
+    from sweeper.tracking import TAG_PREFIX, absolute_tracking_uri
+
+    try:
+        run = MlflowClient(absolute_tracking_uri(tracking_uri)).get_run(ref)
+    except MlflowException as exc:
+        raise SweeperConfigError(f"no MLflow run {ref} at {tracking_uri} ({exc}): give the sweep's directory, "
+                                 f"or --tracking-uri where the sweep was recorded") from exc
+    sweep_dir = run.data.tags.get(f"{TAG_PREFIX}sweep_dir")
+    if run.data.tags.get(f"{TAG_PREFIX}role") != "sweep" or not sweep_dir:
+        raise SweeperConfigError(f"MLflow run {ref} is not a sweep's parent run (no {TAG_PREFIX}sweep_dir tag); "
+                                 f"give the parent run id (tag {TAG_PREFIX}role=sweep)")
+    return Path(sweep_dir)

@@ -1,0 +1,116 @@
+"""A sweep whose driver is killed (SIGKILL, mid-trial) continues with `sweeper resume`.
+
+The fault is real: the sweep runs through the Hydra command line in its own process group,
+and the whole group (driver, local Ray, workers) is SIGKILLed while trials are running.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.integration.conftest import TOY_APP
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+NUM_TRIALS = 10
+VENV_BIN = Path(sys.executable).parent
+
+
+def _children(client: MlflowClient) -> list:
+    exp = client.get_experiment_by_name("toy")
+    if exp is None:
+        return []
+    runs = client.search_runs([exp.experiment_id], max_results=1000)
+    return [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+
+
+def _launch_and_kill(tmp_path: Path, tracking_uri: str, executions: Path) -> subprocess.Popen:
+    cmd = [sys.executable, str(TOY_APP), "--multirun", "hydra/sweeper=multiverse",
+           f"hydra.sweep.dir={tmp_path / 'sweep'}", f"mlflow.tracking_uri={tracking_uri}", "ray.num_cpus=2",
+           f"hydra.sweeper.num_trials={NUM_TRIALS}", "hydra.sweeper.n_initial=4", "hydra.sweeper.batch_size=2",
+           "sleep_s=3", f"executions_log={executions}"]
+    with open(tmp_path / "first.log", "w") as out:
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    client = MlflowClient(tracking_uri)
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline:
+        time.sleep(0.5)
+        if proc.poll() is not None:
+            raise AssertionError(f"the sweep ended before it could be killed:\n{(tmp_path / 'first.log').read_text()}")
+        if "MLflow: experiment" not in (tmp_path / "first.log").read_text():
+            continue  # the sweep creates the store's tables; reading before that would race it
+        try:
+            runs = _children(client)
+        except Exception:  # noqa: BLE001 - the database may be mid-creation
+            continue
+        statuses = collections.Counter(r.info.status for r in runs)
+        if statuses["FINISHED"] >= 3 and statuses["RUNNING"] >= 1:
+            os.killpg(proc.pid, signal.SIGKILL)  # driver, local Ray and its workers, mid-trial
+            proc.wait(30)
+            return proc
+    os.killpg(proc.pid, signal.SIGKILL)
+    raise AssertionError(f"never saw 3 finished and 1 running trial:\n{(tmp_path / 'first.log').read_text()}")
+
+
+def test_a_killed_sweep_resumes_without_losing_or_repeating_a_trial(tmp_path: Path) -> None:
+    tracking_uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    executions = tmp_path / "executions.log"
+    _launch_and_kill(tmp_path, tracking_uri, executions)
+    client = MlflowClient(tracking_uri)
+    before = {r.info.run_id: r for r in _children(client)}
+    finished_before = {int(r.data.tags["sweeper.trial_index"]): r.info.run_id
+                       for r in before.values() if r.info.status == "FINISHED"}
+    running_at_kill = {int(r.data.tags["sweeper.trial_index"]) for r in before.values() if r.info.status == "RUNNING"}
+    sweep_dir = tmp_path / "sweep"
+
+    # A changed strategy or space is refused, before Ray, and changes nothing.
+    changed = subprocess.run(
+        [sys.executable, str(TOY_APP), "--multirun", "hydra/sweeper=multiverse", f"hydra.sweep.dir={sweep_dir}",
+         f"mlflow.tracking_uri={tracking_uri}", "hydra.sweeper.resume=true", f"hydra.sweeper.num_trials={NUM_TRIALS}",
+         "hydra.sweeper.n_initial=4", "hydra.sweeper.batch_size=2", "hydra.sweeper.strategy=random",
+         "hydra.sweeper.params.x='interval(0,2)'"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert changed.returncode != 0
+    assert "cannot resume the sweep" in changed.stderr and "strategy changed from 'ivr' to 'random'" in changed.stderr
+    assert "the search space changed" in changed.stderr
+    assert {r.info.run_id: r.info.status for r in _children(client)} == {k: r.info.status for k, r in before.items()}
+
+    resumed = subprocess.run([str(VENV_BIN / "sweeper"), "resume", str(sweep_dir)], cwd="/", capture_output=True,
+                             text=True, timeout=400)
+    output = resumed.stdout + resumed.stderr
+    assert resumed.returncode == 0, output
+
+    runs = _children(client)
+    by_index = collections.defaultdict(list)
+    for r in runs:
+        by_index[int(r.data.tags["sweeper.trial_index"])].append(r)
+    assert sorted(by_index) == list(range(NUM_TRIALS))
+    for index, attempts in by_index.items():
+        finished = [r for r in attempts if r.info.status == "FINISHED"]
+        assert len(finished) == 1, (index, [r.info.status for r in attempts])  # no duplicates, nothing lost
+        if index in finished_before:
+            assert finished[0].info.run_id == finished_before[index]  # kept, not run again
+    killed = [r for r in runs if r.info.status == "KILLED"]
+    assert {int(r.data.tags["sweeper.trial_index"]) for r in killed} == running_at_kill
+    assert all(r.data.tags["sweeper.status"] == "KILLED" for r in killed)
+    assert not [r for r in runs if r.info.status == "RUNNING"]
+
+    ran = collections.Counter(int(line) for line in executions.read_text().split())
+    for index in finished_before:
+        assert ran[index] == 1, f"trial #{index} ended before the kill but ran {ran[index]} times"
+    for index in running_at_kill:
+        assert ran[index] == 2, f"trial #{index} was running at the kill; it should run exactly once more"
+
+    parents = [r for r in client.search_runs([client.get_experiment_by_name("toy").experiment_id])
+               if r.data.tags.get("sweeper.role") == "sweep"]
+    assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    results = (sweep_dir / "optimization_results.yaml").read_text()
+    assert f"num_trials: {NUM_TRIALS}" in results
