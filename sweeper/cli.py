@@ -7,6 +7,7 @@
     sweeper multiverse --experiment svm-breast-cancer          # GP maps, Bayes factors, sensitivity
     sweeper multiverse --experiment train --filter "train_acc >= 0.99" --kernel rbf-ard
     sweeper resume multirun/2026-11-22/10-00-00                # continue a sweep whose driver died
+    sweeper sync multirun/2026-11-22/10-00-00                  # send writes spooled during an MLflow outage
 """
 
 from __future__ import annotations
@@ -35,12 +36,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     resume.add_argument("sweep", help="the sweep's directory (tag sweeper.sweep_dir) or its MLflow parent run id")
     resume.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI,
                         help=f"where to look up a parent run id (default: {DEFAULT_TRACKING_URI})")
+    sync = sub.add_parser("sync", help="send MLflow writes a sweep spooled while the tracking server was away",
+                          description="Send the writes waiting in <sweep dir>/mlflow_spool.jsonl to the tracking "
+                                      "server recorded in it, in order.")
+    sync.add_argument("sweep_dir", help="the sweep's directory")
     args = parser.parse_args(argv)
     if args.version:
         from sweeper import __version__
 
         print(__version__)
         return 0
+    problem = _store_problem(args.tracking_uri) if args.command in ("trials", "report", "multiverse") else None
+    if problem:
+        print(f"sweeper {args.command}: {problem}", file=sys.stderr)
+        return 2
     if args.command == "trials":
         return _trials(args.experiment, args.tracking_uri, args.run)
     if args.command == "report":
@@ -49,16 +58,43 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _multiverse(args)
     if args.command == "resume":
         return _resume(args.sweep, args.tracking_uri)
+    if args.command == "sync":
+        return _sync(args.sweep_dir)
     parser.print_help()
     return 2
 
 
+def _store_problem(uri: str | None) -> str | None:
+    """What is wrong with a --tracking-uri to read from (a bad form, or a SQLite file that is not there)."""
+    if uri is None:
+        return None
+    from sweeper.tracking import absolute_tracking_uri, tracking_uri_problem
+
+    problem = tracking_uri_problem(uri)
+    if problem:
+        return f"--tracking-uri {uri!r} is invalid: {problem}."
+    absolute = absolute_tracking_uri(uri)
+    if absolute.startswith("sqlite:///"):
+        from pathlib import Path
+
+        path = Path(absolute[len("sqlite:///"):])
+        if not path.is_file():
+            return (f"--tracking-uri {uri!r}: there is no MLflow store at {path}. Give the sweep's store, e.g. "
+                    f"--tracking-uri sqlite:////path/to/mlruns.db (its mlflow.tracking_uri).")
+    return None
+
+
 def _resume(ref: str, tracking_uri: str) -> int:
     import subprocess
+    from pathlib import Path
 
     from sweeper.errors import SweeperConfigError
     from sweeper.resume import SweepManifest, find_sweep_dir
 
+    problem = None if Path(ref).expanduser().is_dir() else _store_problem(tracking_uri)
+    if problem and ref.isalnum():  # a run id, to be looked up in a store that is not there
+        print(f"sweeper resume: {problem}", file=sys.stderr)
+        return 2
     try:
         sweep_dir = find_sweep_dir(ref, tracking_uri)
         manifest = SweepManifest.load(sweep_dir)
@@ -69,6 +105,29 @@ def _resume(ref: str, tracking_uri: str) -> int:
     print(f"Resuming {sweep_dir} (MLflow run {manifest.parent_run_id}) in {manifest.cwd}:\n  {' '.join(command)}",
           flush=True)
     return subprocess.call(command, cwd=manifest.cwd)
+
+
+def _sync(sweep_dir: str) -> int:
+    from pathlib import Path
+
+    from sweeper.spool import SPOOL_FILE, read_spool, sync
+    from sweeper.tracking import MLflowTracker
+
+    path = Path(sweep_dir) / SPOOL_FILE
+    if not path.is_file():
+        print(f"sweeper sync: nothing to send: {path} does not exist (every write of that sweep reached MLflow)")
+        return 0
+    waiting = len(read_spool(path)[1])
+    try:
+        left, failures = sync(Path(sweep_dir), MLflowTracker)
+    except Exception as exc:  # noqa: BLE001 - the tracking server is still away, most likely
+        print(f"sweeper sync: cannot reach the tracking server: {exc}", file=sys.stderr)
+        return 1
+    for failure in failures:
+        print(f"sweeper sync: dropped (refused by MLflow): {failure}", file=sys.stderr)
+    print(f"sweeper sync: sent {waiting - left - len(failures)} of {waiting} spooled writes"
+          + (f"; {left} still wait in {path} (is the tracking server up?)" if left else ""))
+    return 1 if left else 0
 
 
 def _add_sweep_arguments(parser: argparse.ArgumentParser, verb: str) -> None:

@@ -30,12 +30,19 @@ JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 #: Environment variables every worker gets (see hydra_sweeper._TUNE_ENV).
 WORKER_ENV = {"RAY_CHDIR_TO_TRIAL_DIR": "0"}
 
-_ADDRESS = re.compile(r"^(auto|local|ray://[^\s:/]+(:\d+)?|[^\s:/]+:\d+)$")
+_ADDRESS = re.compile(r"^(auto|local|ray://[^\s:/]+(:\d+)?|[^\s:/]+(:\d+))$")
 
 
 def address_problem(address: str | None) -> str | None:
     """Say what is wrong with a ``ray.address`` value, or None if it has a usable form."""
-    if address is None or _ADDRESS.match(address):
+    if address is None:
+        return None
+    match = _ADDRESS.match(address)
+    port = (match.group(2) or match.group(3) or ":1")[1:] if match else None
+    if port is not None and not 0 < int(port) < 65536:
+        return (f"ray.address={address!r} is not a Ray address: port {int(port)} is not in 1-65535. "
+                f"Try ray.address=HOST:6379 (the head's GCS port) or ray://HOST:10001 (Ray Client)")
+    if match:
         return None
     return (f"ray.address={address!r} is not a Ray address: use auto (on a node of a running cluster), "
             f"HOST:6379 (the head's GCS port), ray://HOST:10001 (Ray Client), or null for a local Ray")

@@ -114,8 +114,21 @@ def _flatten(items: list[Any]) -> list[Any]:
 
     out: list[Any] = []
     for item in items:
-        out.extend(_flatten(item.list) if isinstance(item, ChoiceSweep) else [item])
+        out.extend(_flatten(item.list) if isinstance(item, ChoiceSweep) else [_plain(item)])
     return out
+
+
+def _plain(value: Any) -> Any:
+    """The value Hydra means: the bare ``a,'b c'`` form (and lists, in any form) keep quoted items as QuotedString."""
+    from hydra.core.override_parser.types import QuotedString
+
+    if isinstance(value, QuotedString):
+        return value.text
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
 
 
 def _build_choice(name: str, key: str, spec: str, sweep: ChoiceSweep, is_log: bool) -> _Built:

@@ -33,6 +33,8 @@ from sweeper.policy import PolicySettings
 from sweeper.grammar import parse_search_space
 from sweeper.outcome import SweepOutcome, format_params
 from sweeper.resume import SweepManifest, current_command, reconcile
+from sweeper.redaction import redact_text
+from sweeper.spool import SPOOL_FILE, DurableWriter
 from sweeper.space import SearchSpace
 
 log = logging.getLogger(__name__)
@@ -110,7 +112,10 @@ class SweeperImpl:
             raise
         finally:
             if status != "FINISHED":
-                tracker.finish(parent_run_id, status)
+                try:
+                    tracker.finish(parent_run_id, status)
+                except Exception as exc:  # noqa: BLE001 - never hide why the sweep ended
+                    log.error("could not mark the sweep's MLflow run %s: %s", status, exc)
         self._finish(tracker, parent_run_id, recorder, searcher, sweep_dir, policy_settings)
 
     # ---------------------------------------------------------------- validation
@@ -131,14 +136,31 @@ class SweeperImpl:
         max_failures = math.floor(min(max(self.max_failure_rate, 0.0), 1.0) * num_trials)
         settings = PolicySettings(**self.settings, max_failures=max_failures)
         problems.extend(settings.problems(space, prefix="hydra.sweeper."))
-        if not self.metric:
-            problems.append("hydra.sweeper.metric is empty: name the task's output to model, e.g. "
-                            "hydra.sweeper.metric=test_acc.")
+        if not self.metric or not str(self.metric).strip():
+            problems.append(f"hydra.sweeper.metric={self.metric!r} is invalid: name the key of the task's returned "
+                            f"dict to model (a plain number returned is named by it). "
+                            f"Try hydra.sweeper.metric=objective.")
         from sweeper.tracking import tracking_uri_problem
 
-        ray_problem = address_problem(self._block("ray").get("address"))
+        ray_block = self._block("ray")
+        resources = ray_block.get("resources_per_trial") or {}
+        amounts = {"cpu": resources.get("cpu"), "gpu": resources.get("gpu"),
+                   **{f"custom.{k}": v for k, v in (resources.get("custom") or {}).items()}}
+        for name, amount in amounts.items():
+            key = f"ray.resources_per_trial.{name}"
+            if isinstance(amount, bool) or not isinstance(amount, int | float) or not 0 <= amount < math.inf:
+                problems.append(f"{key}={amount!r} is invalid: a trial reserves a finite amount >= 0. "
+                                f"Try {key}={1 if name == 'cpu' else 0}.")
+        if all(isinstance(a, int | float) and a == 0 for a in amounts.values()):
+            problems.append("ray.resources_per_trial reserves nothing (cpu=0, gpu=0): Ray cannot place a trial "
+                            "that needs no resource. Try ray.resources_per_trial.cpu=1.")
+        ray_problem = address_problem(ray_block.get("address"))
         if ray_problem:
             problems.append(ray_problem + ".")
+        elif not ("ray" in sys.modules and sys.modules["ray"].is_initialized()):  # else the address is not used
+            ray_problem = _unreachable(ray_block.get("address"))
+            if ray_problem:
+                problems.append(ray_problem)
         uri = str(self._block("mlflow")["tracking_uri"])
         uri_problem = tracking_uri_problem(uri)
         if uri_problem:
@@ -211,6 +233,8 @@ class SweeperImpl:
                 **{f"driver.{k}": v for k, v in capture_conditions(self._code_dir()).items()},
             },
         )
+        storage, name = tune_location(self._block("ray"), sweep_dir, run_id)
+        tracker.log(run_id, tags={"tune_experiment": f"{(storage or '~/ray_results').rstrip('/')}/{name}"})
         tracker.log_text(run_id, redact_yaml_config(self.config), "multirun.yaml")
         tracker.log_text(run_id, json.dumps(redact_tree(space.to_dict()), indent=2), "search_space.json")
         return run_id
@@ -253,16 +277,13 @@ class SweeperImpl:
                 log.info("MLflow holds %d ended trials (not run again); %d runs left RUNNING were closed as KILLED "
                          "and their trials run again", len(ledger.ended), len(ledger.killed))
             else:
-                tune_storage = storage_path(ray_cfg, sweep_dir, client=client)
-                # One Tune experiment per sweep, also when several sweeps share a storage_path.
-                tune_name = "tune" if tune_storage == str(sweep_dir) else f"{sweep_dir.name}-{parent_run_id[:8]}"
-                tune_path = f"{(tune_storage or '~/ray_results').rstrip('/')}/{tune_name}"
-                tracker.log(parent_run_id, tags={"tune_experiment": tune_path})
+                tune_storage, tune_name = tune_location(ray_cfg, sweep_dir, parent_run_id)
+                tune_path = f"{(tune_storage or '~/ray_results').rstrip('/')}/{tune_name}"  # a tag of the parent run
                 SweepManifest(parent_run_id, tracker.tracking_uri, tracker.experiment_name, tune_path,
                               space.to_dict(), settings.strategy, settings.seed, settings.num_trials,
                               current_command(), os.getcwd()).save(sweep_dir)
             job = TuneJob(space, settings, self.metric, ray_cfg, tracker, parent_run_id, ctx, tune_storage, tune_name,
-                          ledger)
+                          ledger, str(sweep_dir / SPOOL_FILE))
             recorder, searcher = run_on_head(job) if client else run_tune(job)
             (sweep_dir / SEARCHER_STATE_FILE).write_text(json.dumps(searcher.get_state()), encoding="utf-8")
             return recorder, searcher
@@ -340,23 +361,26 @@ class SweeperImpl:
             extra["interaction_tests"] = [asdict(c) for c in searcher.policy.bayes_factors]
         results = outcome.results(mlflow={"tracking_uri": tracker.tracking_uri, "experiment": tracker.experiment_name,
                                           "parent_run_id": parent_run_id}, **extra)
-        text = OmegaConf.to_yaml(OmegaConf.create(results))
+        text = redact_text(OmegaConf.to_yaml(OmegaConf.create(results)))  # the tracking URI may hold a password
         (sweep_dir / RESULTS_FILE).write_text(text, encoding="utf-8")
-        tracker.log_text(parent_run_id, text, RESULTS_FILE)
-        tracker.log_text(parent_run_id, outcome.trials_csv(), "trials.csv")
         too_many = searcher.policy.failure_budget_exceeded
         stop = searcher.policy.stopped_on_bayes_factor
+        # The sweep's last writes go the way the trials' went: retried, spooled while MLflow is away.
+        writer = DurableWriter(tracker, sweep_dir / SPOOL_FILE)
+        writer.log_text("logging the results", parent_run_id, text, RESULTS_FILE)
+        writer.log_text("logging trials.csv", parent_run_id, outcome.trials_csv(), "trials.csv")
         if stop is not None:
-            tracker.log(parent_run_id, tags={"stopped_on_bayes_factor": f"log10 K = {stop.log10_K:.3f} after "
-                                                                      f"{stop.n} trials: {stop.verdict}"})
+            writer.log("logging the early stop", parent_run_id, tags={
+                "stopped_on_bayes_factor": f"log10 K = {stop.log10_K:.3f} after {stop.n} trials: {stop.verdict}"})
         lost = recorder.lost_writes
         if lost:
             log.error("%d MLflow write(s) failed; those records are incomplete:\n  %s", len(lost), "\n  ".join(lost))
-        tracker.log(parent_run_id, metrics={
+        writer.log("closing the sweep's run", parent_run_id, metrics={
             f"best_{self.metric}": best.value if best else math.nan,
             "num_finished": len(outcome.finished), "num_failed": len(outcome.failed),
         }, tags={"status": "FAILED" if too_many else "FINISHED", "mlflow_write_failures": len(lost)})
-        tracker.finish(parent_run_id, "FAILED" if too_many else "FINISHED")
+        writer.finish("closing the sweep's run", parent_run_id, "FAILED" if too_many else "FINISHED")
+        writer.close()
 
         if best is not None:
             log.info("Best: trial #%d %s  %s=%.6g", best.index, format_params(best.params), self.metric, best.value)
@@ -367,6 +391,10 @@ class SweeperImpl:
         log.info("Finished %d trials (%d failed). Results: %s", len(outcome.records), len(outcome.failed),
                  sweep_dir / RESULTS_FILE)
         log.info("Browse them: %s", tracker.ui_command())
+        if too_many and searcher.policy.stop_reason:
+            raise TrialFailuresExceeded(
+                f"the sweep stopped after {len(outcome.records)} trials: {searcher.policy.stop_reason}\n"
+                f"Failures:\n{outcome.failure_lines()}")
         if too_many:
             raise TrialFailuresExceeded(
                 f"{len(outcome.failed)} of {len(outcome.records)} trials failed, more than "
@@ -374,6 +402,50 @@ class SweeperImpl:
                 f"the sweep stopped early. Failures:\n{outcome.failure_lines()}\n"
                 f"Each failed run's traceback is in MLflow (artifact traceback.txt)."
             )
+
+
+def _unreachable(address: str | None, timeout_s: float = 5.0) -> str | None:
+    """Say so if nothing accepts TCP connections at a ``HOST:PORT`` or ``ray://HOST[:PORT]`` address.
+
+    ``ray.init`` retries an unreachable GCS address for minutes; a TCP probe fails in at most
+    ``timeout_s``. Ray replaces a loopback host by this node's IP, so both are tried for one.
+    """
+    import re
+    import socket
+
+    match = re.fullmatch(r"(ray://)?([^\s:/]+)(?::(\d+))?", address or "")
+    if match is None or address in ("auto", "local") or (match.group(3) is None and not match.group(1)):
+        return None
+    client, host, port = bool(match.group(1)), match.group(2), int(match.group(3) or 10001)
+
+    def probe(candidate: str) -> OSError | None:
+        try:
+            socket.create_connection((candidate, port), timeout=timeout_s).close()
+        except OSError as exc:
+            return exc
+        return None
+
+    error = probe(host)
+    if error is not None and host in ("localhost", "127.0.0.1") and not client:
+        from ray._private.services import resolve_ip_for_localhost
+
+        node_ip = resolve_ip_for_localhost(host)
+        if node_ip != host and probe(node_ip) is None:
+            return None
+    if error is None:
+        return None
+    serves = "Ray Client (`ray start --head` serves it on port 10001)" if client else "a Ray head's GCS"
+    start = "ray start --head" if client else f"ray start --head --port={port}"
+    return (f"ray.address={address!r} is unreachable: nothing accepts connections at {host}:{port} ({error}); "
+            f"the address must be where {serves} listens. Start the cluster there (`{start}`), correct "
+            f"the host and port, or try ray.address=null to run on a local Ray.")
+
+
+def tune_location(ray_cfg: dict[str, Any], sweep_dir: Path, parent_run_id: str) -> tuple[str | None, str]:
+    """Ray Tune's storage path and experiment name for a new sweep (None: Tune's default storage)."""
+    storage = storage_path(ray_cfg, sweep_dir, client=is_client_address(ray_cfg.get("address")))
+    # One Tune experiment per sweep, also when several sweeps share a storage_path.
+    return storage, "tune" if storage == str(sweep_dir) else f"{sweep_dir.name}-{parent_run_id[:8]}"
 
 
 def _auth_refused(exc: BaseException) -> bool:

@@ -120,6 +120,8 @@ class PolicySettings:
     kernel: str = "matern52-ard"
     coregion_rank: int = 1
     stop_on_bayes_factor: float | None = None
+    #: A trial running longer ends TIMEOUT and counts as failed (None: no limit); see sweeper.faults.
+    trial_timeout_s: float | None = None
 
     def problems(self, space: SearchSpace | None, prefix: str = "") -> list[str]:
         """List every invalid setting, each naming ``prefix + key``, the value and a fix.
@@ -142,7 +144,7 @@ class PolicySettings:
         if self.strategy in GP_STRATEGIES:
             if self.n_initial < 1:
                 bad("n_initial", "the Sobol phase needs at least 1 point (a power of 2 is best)", 8)
-            elif self.n_initial > self.num_trials:
+            elif self.n_initial > self.num_trials >= 1:  # num_trials < 1 is reported on its own
                 bad("n_initial", f"the Sobol phase cannot be longer than num_trials={self.num_trials}",
                     min(8, self.num_trials))
         if self.strategy == "grid" and space is not None:
@@ -172,6 +174,9 @@ class PolicySettings:
             bad("kernel", f"must be one of {', '.join(KERNELS)}", "matern52-ard")
         if self.coregion_rank < 1:
             bad("coregion_rank", "the coregionalization matrix W Wᵀ + diag(kappa) needs rank >= 1", 1)
+        if self.trial_timeout_s is not None and not (isinstance(self.trial_timeout_s, int | float)
+                                                     and 0 < self.trial_timeout_s < math.inf):
+            bad("trial_timeout_s", "a trial's time limit is a positive number of seconds (null: no limit)", 3600)
         if self.stop_on_bayes_factor is not None:
             if not self.stop_on_bayes_factor > 1:
                 bad("stop_on_bayes_factor", "the sweep stops once K > T or K < 1/T, so T must be > 1", 10)
@@ -234,6 +239,7 @@ class MultiversePolicy:
         self._grid: NDArray[np.float64] | None = None
         self._bayes_factors: list[BayesFactorCheck] = []
         self._replay: dict[int, Suggestion] = {}  # suggestions made before a restart, handed out again
+        self._stop_reason: str | None = None  # set by stop(): the sweep cannot succeed
         #: Called with each :class:`BayesFactorCheck` as it is made (e.g. to log it to MLflow).
         self.on_bayes_factor: Callable[[BayesFactorCheck], None] | None = None
 
@@ -259,8 +265,21 @@ class MultiversePolicy:
 
     @property
     def failure_budget_exceeded(self) -> bool:
+        """More trials failed than ``max_failures`` allows, or the sweep was stopped as hopeless (:meth:`stop`)."""
         limit = self.settings.max_failures
-        return limit is not None and self.n_failed > limit
+        return self._stop_reason is not None or (limit is not None and self.n_failed > limit)
+
+    @property
+    def stop_reason(self) -> str | None:
+        """Why :meth:`stop` ended the sweep early, or None."""
+        return self._stop_reason
+
+    def stop(self, reason: str) -> None:
+        """Hand out no further point: the sweep cannot succeed (e.g. the task never returns its metric).
+
+        Trials already running finish; the sweep then ends as if over its failure budget.
+        """
+        self._stop_reason = reason
 
     @property
     def bayes_factors(self) -> list[BayesFactorCheck]:

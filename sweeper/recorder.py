@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
@@ -20,7 +21,7 @@ from sweeper.conditions import measurement_record
 from sweeper.outcome import TrialRecord, format_params
 from sweeper.redaction import redact_tree
 from sweeper.searcher import TRIAL_KEY
-from sweeper.tracking import BackgroundWriter
+from sweeper.spool import DurableWriter
 from sweeper.trial import (
     CONDITIONS_KEY,
     CONFIG_KEY,
@@ -56,7 +57,7 @@ class TrialRecorder(Callback):
     """
 
     def __init__(self, tracker: MLflowTracker, parent_run_id: str, metric: str, num_trials: int,
-                 strategy: str) -> None:
+                 strategy: str, spool_path: Path | None = None) -> None:
         self.tracker = tracker
         self.parent_run_id = parent_run_id
         self.metric = metric
@@ -67,13 +68,14 @@ class TrialRecorder(Callback):
         self._last_step: dict[int, int] = {}  # trial index -> last per-step metric step
         self._by_trial: dict[str, TrialRecord] = {}
         self._adopted: dict[int, TrialRecord] = {}  # index -> a trial that ended before a resume
-        self.writer = BackgroundWriter()
+        self.writer: DurableWriter | None = DurableWriter(tracker, spool_path)
 
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles its callbacks into the experiment state, and a sweep through Ray Client
         # brings the recorder back from the head node: a thread does not pickle, what it
         # failed to write does.
-        return {**self.__dict__, "writer": None, "_lost_writes": self.lost_writes}
+        return {**self.__dict__, "writer": None, "_lost_writes": self.lost_writes,
+                "_spooled_writes": self.spooled_writes}
 
     @property
     def lost_writes(self) -> list[str]:
@@ -82,13 +84,25 @@ class TrialRecorder(Callback):
             return list(self.writer.failures)
         return list(self.__dict__.get("_lost_writes", []))
 
+    @property
+    def spooled_writes(self) -> int:
+        """MLflow writes left in the spool file because the tracking server was unreachable."""
+        if self.writer is not None:
+            return self.writer.spooled
+        return int(self.__dict__.get("_spooled_writes", 0))
+
+    def close(self) -> None:
+        """Send (or spool) every queued write; give each record its MLflow run id."""
+        assert self.writer is not None
+        self.writer.close()
+        for record in self.records.values():
+            record.run_id = self.writer.run_id(record.run_id)
+
     def log_bayes_factor(self, check: BayesFactorCheck) -> None:
         """Log an interaction test of ``stop_on_bayes_factor`` on the sweep's run, step = the batch."""
-        def write() -> None:
-            self.tracker.log(self.parent_run_id, metrics={"interaction_log10_K": check.log10_K,
-                                                          "interaction_n": check.n}, step=check.batch)
-
-        self.writer.submit(f"interaction test before batch {check.batch}", write)
+        assert self.writer is not None
+        self.writer.log(f"interaction test before batch {check.batch}", self.parent_run_id,
+                        metrics={"interaction_log10_K": check.log10_K, "interaction_n": check.n}, step=check.batch)
 
     # ---------------------------------------------------------------- Tune events
     def on_trial_start(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
@@ -113,12 +127,9 @@ class TrialRecorder(Callback):
             "status": "RUNNING",
         }
 
-        def start() -> None:
-            record.run_id = self.tracker.start_run(
-                f"trial-{index:04d}", parent_run_id=self.parent_run_id, params=params, tags=tags
-            )
-
-        self.writer.submit(f"creating the run of trial #{index}", start)
+        assert self.writer is not None
+        record.run_id = self.writer.start_run(f"creating the run of trial #{index}", f"trial-{index:04d}",
+                                              parent_run_id=self.parent_run_id, params=params, tags=tags)
 
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict[str, Any],
                         **info: Any) -> None:
@@ -126,8 +137,9 @@ class TrialRecorder(Callback):
         if record is not None and STEP_KEY in result:
             metrics, step = result.get(STEP_METRICS_KEY, {}), int(result[STEP_KEY])
             self._last_step[record.index] = max(step, self._last_step.get(record.index, 0))
-            self.writer.submit(f"logging step {step} of trial #{record.index}",
-                               lambda: self.tracker.log(_run_id(record), metrics=metrics, step=step))
+            assert self.writer is not None and record.run_id is not None
+            self.writer.log(f"logging step {step} of trial #{record.index}", record.run_id, metrics=metrics,
+                            step=step)
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         record = self._by_trial.pop(trial.trial_id, None)
@@ -145,21 +157,33 @@ class TrialRecorder(Callback):
         self.records.update(ended)
 
     def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
+        """Close the run with the trial's own last result if it sent one before its worker ended
+        (a TIMEOUT: see sweeper.faults), else with Ray's reason, made readable."""
+        from sweeper.fault_guard import trial_error_text
+        from sweeper.faults import worker_error_message
+
         record = self._by_trial.pop(trial.trial_id, None)
         if record is not None:
-            self._close(record, {STATUS_KEY: "FAILED", ERROR_KEY: _tune_error(trial), TRACEBACK_KEY: _tune_error(trial)})
+            result = trial.run_metadata.last_result or {}
+            if STATUS_KEY not in result:
+                text = trial_error_text(trial)
+                result = {STATUS_KEY: "FAILED", ERROR_KEY: worker_error_message(text),
+                          TRACEBACK_KEY: text or _tune_error(trial)}
+            self._close(record, result)
 
     def on_trial_recover(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         """The worker failed and Tune retries: close this attempt's run; the retry gets a new one."""
+        from sweeper.fault_guard import trial_error_text
+        from sweeper.faults import worker_error_message
+
         record = self._by_trial.pop(trial.trial_id, None)
         if record is not None:
-            error = _tune_error(trial)
+            error = worker_error_message(trial_error_text(trial))
 
-            def close_attempt() -> None:
-                self.tracker.log(_run_id(record), tags={"status": "FAILED", "error": f"retried: {error}"})
-                self.tracker.finish(_run_id(record), "FAILED")
-
-            self.writer.submit(f"closing the failed attempt of trial #{record.index}", close_attempt)
+            assert self.writer is not None and record.run_id is not None
+            what = f"closing the failed attempt of trial #{record.index}"
+            self.writer.log(what, record.run_id, tags={"status": "FAILED", "error": f"retried: {error}"})
+            self.writer.finish(what, record.run_id, "FAILED")
             log.warning("trial #%d failed in its worker and is retried: %s", record.index, error)
 
     # ---------------------------------------------------------------- internals
@@ -186,31 +210,23 @@ class TrialRecorder(Callback):
         if new_packages:
             self._packages_logged.add(conditions["packages.sha256"])
 
-        def close() -> None:
-            run_id = _run_id(record)
-            # The final values at the last step of the per-step history, not as a jump back to step 0.
-            self.tracker.log(run_id, params=config_params, metrics=metrics, tags=tags, step=final_step)
-            self.tracker.log_text(run_id, json.dumps(measurement, indent=1, default=str), "conditions.json")
-            if traceback_text:
-                self.tracker.log_text(run_id, traceback_text, "traceback.txt")
-            if new_packages:  # the pip freeze behind a packages.sha256, once per sweep on its run
-                self.tracker.log_text(self.parent_run_id, "\n".join(packages) + "\n",
-                                      f"packages/{conditions['packages.sha256']}.txt")
-            self.tracker.finish(run_id, "FINISHED" if record.status == "FINISHED" else "FAILED")
-
-        self.writer.submit(f"closing the run of trial #{record.index}", close)
+        assert self.writer is not None and record.run_id is not None
+        what, run = f"closing the run of trial #{record.index}", record.run_id
+        # The final values at the last step of the per-step history, not as a jump back to step 0.
+        self.writer.log(what, run, params=config_params, metrics=metrics, tags=tags, step=final_step)
+        self.writer.log_text(what, run, json.dumps(measurement, indent=1, default=str), "conditions.json")
+        if traceback_text:
+            self.writer.log_text(what, run, traceback_text, "traceback.txt")
+        if new_packages:  # the pip freeze behind a packages.sha256, once per sweep on its run
+            self.writer.log_text(what, self.parent_run_id, "\n".join(packages) + "\n",
+                                 f"packages/{conditions['packages.sha256']}.txt")
+        self.writer.finish(what, run, "FINISHED" if record.status == "FINISHED" else "FAILED")
         self.records[record.index] = record
         outcome = (f"{self.metric}={record.value:.6g}" if record.status == "FINISHED"
-                   else f"FAILED: {record.error}")
+                   else f"{record.status}: {record.error}")
         log.info("[%d/%d] #%d %s batch %d  %s  %s  (%.2f s)", len(self.records), self.num_trials,
                  record.index, record.phase, record.batch, format_params(record.params), outcome,
                  record.duration_s)
-
-
-def _run_id(record: TrialRecord) -> str:
-    if record.run_id is None:  # its creation failed (and was reported): nothing to write to
-        raise RuntimeError(f"trial #{record.index} has no MLflow run")
-    return record.run_id
 
 
 def _tune_error(trial: Trial) -> str:

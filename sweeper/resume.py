@@ -146,7 +146,8 @@ def reconcile(tracker: Any, parent_run_id: str) -> Ledger:
                 "batch": int(tags.get("sweeper.batch", 0)),
                 **{k: _number(tags.get(f"sweeper.{k}")) for k in ("acquisition", "predicted_mean", "predicted_sd")},
             }
-        if run.info.status in ("FINISHED", "FAILED") and tags.get("sweeper.status") in ("FINISHED", "FAILED"):
+        ended = tags.get("sweeper.status") in ("FINISHED", "FAILED", "TIMEOUT")
+        if run.info.status in ("FINISHED", "FAILED") and ended:
             ledger.ended[index] = run
         elif run.info.status == "RUNNING":
             tracker.log(run.info.run_id, tags={

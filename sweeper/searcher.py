@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import ast
 import json
+import logging
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
@@ -14,6 +17,10 @@ from sweeper.policy import TRIAL_KEY, MultiversePolicy, PolicySettings, Suggesti
 from sweeper.space import SearchSpace
 
 __all__ = ["TRIAL_KEY", "MultiverseSearch"]
+
+log = logging.getLogger(__name__)
+#: How sweeper.trial.metrics_from_return words a result that lacks the metric.
+_MISSING_METRIC = re.compile(r"the task returned (\[.*?\]) but not the metric ")
 
 
 class MultiverseSearch(Searcher):
@@ -64,6 +71,7 @@ class MultiverseSearch(Searcher):
             settings["mode"] = mode
         self.policy = MultiversePolicy(space, PolicySettings(**settings))
         self._index_of: dict[str, int] = {}
+        self._metric_suspect: str | None = None  # why the metric may never come: see _check_metric_returned
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec: Any) -> bool:
         if config:
@@ -78,6 +86,8 @@ class MultiverseSearch(Searcher):
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
         if trial_id in self._index_of:  # Tune asks again for a trial it restarts
             return self.trial_config(self.policy.suggestions[self._index_of[trial_id]])
+        if self._metric_suspect is not None:
+            return None  # no new trial until the ones in flight tell whether the metric ever comes
         suggestion = self.policy.ask()
         if suggestion is None:
             return Searcher.FINISHED if self.policy.is_finished else None
@@ -90,6 +100,41 @@ class MultiverseSearch(Searcher):
             return
         value = None if error or result is None else result.get(self._metric)
         self.policy.tell(index, _as_float(value))
+        self._check_metric_returned(index, None if error else result)
+
+    def _check_metric_returned(self, index: int, result: Mapping[str, Any] | None) -> None:
+        """Fail fast on a metric the task never returns (a misnamed ``hydra.sweeper.metric``).
+
+        When a trial returns other keys but not the metric and no trial so far has returned
+        it, no new trial starts until the trials in flight end: if one of them returns the
+        metric, the sweep goes on (the task omits it only sometimes: an ordinary failed
+        trial); if none does, the sweep stops, instead of running every trial into its
+        failure budget. Which way it goes depends on the points, not on which trial ends first.
+        """
+        from sweeper.trial import ERROR_KEY
+
+        succeeded = any(math.isfinite(v) for v in self.policy.results.values())
+        error = str((result or {}).get(ERROR_KEY) or "")
+        found = _MISSING_METRIC.search(error)
+        if (self._metric_suspect is None and not succeeded and found is not None
+                and f"not the metric {self._metric!r}" in error and self.policy.stop_reason is None):
+            try:
+                returned = [str(k) for k in ast.literal_eval(found.group(1))]
+            except (ValueError, SyntaxError):
+                returned = []
+            fix = f" Try hydra.sweeper.metric={returned[0]}." if returned else ""
+            self._metric_suspect = (
+                f"hydra.sweeper.metric={self._metric!r} is not what the task returns: trial #{index} returned "
+                f"{returned} and no trial returned {self._metric!r}, so no further trial starts.{fix}")
+        if self._metric_suspect is None:
+            return
+        if succeeded:
+            log.info("a trial returned %r after all: the sweep goes on", self._metric)
+            self._metric_suspect = None
+        elif not self.policy.pending:
+            log.error("Stopping the sweep: %s", self._metric_suspect)
+            self.policy.stop(self._metric_suspect)
+            self._metric_suspect = None
 
     def suggestion_for(self, trial_id: str) -> Suggestion | None:
         """The suggestion behind a Tune trial, or None for a trial this searcher did not make."""

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import logging
 import math
-import queue
+import os
 import re
-import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -33,6 +32,13 @@ _MAX_TAG_LEN = 8000
 # MLflow accepts at most this many of each per log_batch call.
 _MAX_PARAMS, _MAX_TAGS, _MAX_METRICS = 100, 100, 1000
 _BAD_KEY_CHARS = re.compile(r"[^A-Za-z0-9_\-. /]")
+
+
+#: MLflow's own HTTP retries (7, doubling: about 4 minutes per request) would hold a sweep for
+#: minutes per write while a tracking server is away, and a sweep's start for as long when it
+#: is down; sweeper.spool does the retrying, with backoff, and spools what cannot be sent.
+MLFLOW_HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+                   "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
 
 
 def absolute_tracking_uri(uri: str) -> str:
@@ -87,6 +93,8 @@ class MLflowTracker:
     """
 
     def __init__(self, tracking_uri: str, experiment_name: str) -> None:
+        for key, value in MLFLOW_HTTP_ENV.items():
+            os.environ.setdefault(key, value)
         self.tracking_uri = absolute_tracking_uri(tracking_uri)
         self.client = MlflowClient(self.tracking_uri)
         exp = self.client.get_experiment_by_name(experiment_name)
@@ -183,48 +191,3 @@ class MLflowTracker:
 
 def _is_number(v: Any) -> bool:
     return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
-
-
-class BackgroundWriter:
-    """Runs MLflow writes in one thread, in submission order, off Ray Tune's event loop.
-
-    Tune calls its callbacks on the loop that schedules trials: a 20-100 ms SQLite
-    transaction there idles every worker waiting for its next trial. The writer keeps one
-    writer (SQLite never sees two) and the order of operations (a run is created before
-    it is logged to or closed). A failed write is logged with what it was about and
-    counted; it never stops the sweep.
-    """
-
-    def __init__(self, name: str = "mlflow-writer") -> None:
-        self._queue: queue.Queue[tuple[str, Callable[[], None]] | None] = queue.Queue()
-        self.failures: list[str] = []
-        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
-
-    def submit(self, what: str, fn: Callable[[], None]) -> None:
-        """Queue ``fn``; ``what`` names it in an error message (e.g. "closing trial #3")."""
-        self._queue.put((what, fn))
-
-    def flush(self) -> None:
-        """Block until every queued write has run."""
-        self._queue.join()
-
-    def close(self) -> None:
-        """Flush, then stop the thread."""
-        self._queue.put(None)
-        self._thread.join()
-
-    def _run(self) -> None:
-        while True:
-            item = self._queue.get()
-            try:
-                if item is None:
-                    return
-                what, fn = item
-                try:
-                    fn()
-                except Exception as exc:  # noqa: BLE001 - a lost write is reported, never fatal
-                    self.failures.append(f"{what}: {type(exc).__name__}: {exc}")
-                    log.error("MLflow write failed while %s: %s", what, exc)
-            finally:
-                self._queue.task_done()

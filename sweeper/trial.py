@@ -6,15 +6,20 @@ in force (:mod:`sweeper.environment`: seeds, threads, determinism, device), runs
 own ``run_job`` (so the task sees the usual job output directory, ``HydraConfig`` and
 logging), captures the conditions of measurement of *this* process, and returns one
 result dict. Exceptions and unusable metrics never escape: they become a FAILED result
-with the reason, so the driver records them and the sweep goes on. Infrastructure faults
-(a dead worker) still surface as Tune errors, which Tune may retry.
+with the reason (a ``MemoryError`` says "out of memory"), so the driver records them and the
+sweep goes on. With ``trial_timeout_s`` the task runs in a thread of its own and a trial over
+the limit ends TIMEOUT (:mod:`sweeper.faults`); one stuck in native code ends its worker
+process after reporting. Infrastructure faults (a dead worker) still surface as Tune errors,
+which Tune may retry.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import numbers
 import os
+import sys
 import time
 import traceback
 from collections.abc import Callable, Mapping
@@ -30,12 +35,13 @@ from sweeper.cluster import node_placement
 from sweeper.compose import TrialComposer
 from sweeper.conditions import capture_conditions, installed_packages
 from sweeper.environment import ENV_KEY, EnvironmentInForce, apply_environment
+from sweeper.faults import TIMEOUT_STATUS, TimeLimitExceeded, call_with_time_limit, task_error_message
 from sweeper.metrics import reporting_to
 from sweeper.policy import TRIAL_KEY
 from sweeper.space import SearchSpace
 
 # Keys of the result dict a trial returns to the driver.
-STATUS_KEY = "sweeper_status"  # FINISHED | FAILED
+STATUS_KEY = "sweeper_status"  # FINISHED | FAILED | TIMEOUT
 ERROR_KEY = "sweeper_error"  # one line: what went wrong
 TRACEBACK_KEY = "sweeper_traceback"
 METRICS_KEY = "sweeper_metrics"  # every number the task returned
@@ -46,6 +52,7 @@ STEP_KEY = "sweeper_step"  # present only in per-step results from log_metrics
 STEP_METRICS_KEY = "sweeper_step_metrics"
 PACKAGES_KEY = "sweeper_packages"  # the process's pip freeze, in its first result only
 REPLAYED_KEY = "sweeper_replayed"  # the MLflow run of a trial that ended before a resume
+WORKER_ENDS_KEY = "sweeper_worker_ends"  # True: the task is stuck; the worker process ends after this result
 
 #: Config keys holding the task's random seed, recorded as a condition of measurement.
 SEED_KEYS = ("env.seed", "seed")
@@ -54,6 +61,10 @@ RUN_SETTING_KEYS = ("ray", "mlflow")
 
 
 _PACKAGES_SENT = False  # whether this process sent its package list to the driver
+#: Exit status of a worker process that ended itself because its task was stuck past the time limit.
+STUCK_EXIT_STATUS = 70
+
+log = logging.getLogger(__name__)
 
 
 class TrialError(Exception):
@@ -75,15 +86,39 @@ class TrialContext:
     shipped_code: dict[str, str] | None = None
     #: A resumed sweep's trials that had ended (index -> sweeper.resume.Ledger.result_of): not run again.
     replayed: dict[int, dict[str, Any]] | None = None
+    #: hydra.sweeper.trial_timeout_s: a trial running longer ends TIMEOUT (None: no limit).
+    trial_timeout_s: float | None = None
 
 
 def make_trainable(ctx: TrialContext) -> Callable[[dict[str, Any]], dict[str, Any]]:
     """A Tune function trainable running trials of ``ctx``."""
 
     def multiverse_trial(config: dict[str, Any]) -> dict[str, Any]:
-        return run_trial(ctx, config)
+        result = run_trial(ctx, config)
+        if result.get(WORKER_ENDS_KEY):
+            _report_and_exit(result)
+        return result
 
     return multiverse_trial
+
+
+def _report_and_exit(result: dict[str, Any]) -> None:
+    """Hand a stuck trial's result to Tune, then end this worker process.
+
+    The stuck thread cannot be stopped, and must not run on beside the next trial. Tune's
+    synchronous reporting returns from ``report`` once the driver asks for the next result,
+    i.e. once it holds this one; the driver's :class:`~sweeper.fault_guard.FaultGuard` has
+    then marked the trial as not to be retried, and records the worker's end as TIMEOUT.
+    """
+    from ray import tune
+
+    try:
+        tune.report(result)
+    finally:
+        log.error("trial %s: %s; ending worker process %d", result.get(STATUS_KEY), result.get(ERROR_KEY), os.getpid())
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        os._exit(STUCK_EXIT_STATUS)
 
 
 def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,13 +131,21 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
     result: dict[str, Any] = {ctx.metric: math.nan, STATUS_KEY: "FAILED", METRICS_KEY: {}, CONFIG_KEY: {}}
     in_force: EnvironmentInForce | None = None
     try:
-        with reporting_to(_report_step):
-            job, in_force = _run_job(ctx, ctx.space.dim_overrides(params), index)
-            result[CONFIG_KEY] = _flat_task_config(job)
-            metrics = metrics_from_return(job.return_value, ctx.metric)
+        def run() -> tuple[JobReturn, EnvironmentInForce | None]:
+            with reporting_to(_report_step):
+                return _run_job(ctx, ctx.space.dim_overrides(params), index)
+
+        limit = ctx.trial_timeout_s
+        job, in_force = run() if limit is None else call_with_time_limit(run, limit)
+        result[CONFIG_KEY] = _flat_task_config(job)
+        metrics = metrics_from_return(job.return_value, ctx.metric)
         result.update({ctx.metric: metrics[ctx.metric], STATUS_KEY: "FINISHED", METRICS_KEY: metrics})
+    except TimeLimitExceeded as exc:
+        result.update({STATUS_KEY: TIMEOUT_STATUS, ERROR_KEY: str(exc), TRACEBACK_KEY: exc.stack})
+        if exc.stuck:
+            result[WORKER_ENDS_KEY] = True
     except Exception as exc:  # noqa: BLE001 - any task fault becomes a FAILED trial
-        result[ERROR_KEY] = f"{type(exc).__name__}: {exc}" if not isinstance(exc, TrialError) else str(exc)
+        result[ERROR_KEY] = str(exc) if isinstance(exc, TrialError) else task_error_message(exc)
         result[TRACEBACK_KEY] = "".join(traceback.format_exception(exc))
     result[DURATION_KEY] = time.perf_counter() - started
     if ctx.shipped_code is None:

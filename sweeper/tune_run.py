@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import asdict, dataclass
+from pathlib import Path
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from sweeper.policy import PolicySettings
@@ -37,6 +38,7 @@ class TuneJob:
     storage_path: str | None  # None: Tune's default (~/ray_results of the node running Tune)
     name: str
     ledger: Ledger | None = None  # a resumed sweep's trials in MLflow: restore Tune's experiment
+    spool_path: str | None = None  # where MLflow writes wait while the tracking server is away
 
 
 def run_tune(job: TuneJob) -> tuple[Any, Any]:
@@ -44,19 +46,25 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     from ray import tune
     from ray.tune.logger import JsonLoggerCallback
 
+    from sweeper.fault_guard import FaultGuard, tolerate_oom_kills
     from sweeper.recorder import TrialRecorder
     from sweeper.searcher import MultiverseSearch
     from sweeper.trial import make_trainable
 
     settings = job.settings
     searcher = MultiverseSearch(job.space, metric=job.metric, **asdict(settings))
-    recorder = TrialRecorder(job.tracker, job.parent_run_id, job.metric, settings.num_trials, settings.strategy)
+    recorder = TrialRecorder(job.tracker, job.parent_run_id, job.metric, settings.num_trials, settings.strategy,
+                             Path(job.spool_path) if job.spool_path else None)
     searcher.policy.on_bayes_factor = recorder.log_bayes_factor
     resources = job.ray_cfg["resources_per_trial"]
     bundle = {"CPU": float(resources["cpu"]), "GPU": float(resources["gpu"]), **(resources.get("custom") or {})}
     bundle = {k: float(v) for k, v in bundle.items() if v}
-    trainable = tune.with_resources(make_trainable(job.ctx), tune.PlacementGroupFactory([bundle]))
-    callbacks = [recorder, JsonLoggerCallback()]
+    # Trial-level faults (sweeper.faults): the time limit in the worker and, as its backstop, in
+    # the driver; a worker killed by Ray's memory monitor fails its trial, not the sweep.
+    ctx = replace(job.ctx, trial_timeout_s=settings.trial_timeout_s)
+    tolerate_oom_kills()
+    trainable = tune.with_resources(make_trainable(ctx), tune.PlacementGroupFactory([bundle]))
+    callbacks = [recorder, JsonLoggerCallback(), FaultGuard(job.metric, settings.trial_timeout_s)]
     if job.ledger is not None:
         tuner = _restored_tuner(job, trainable, searcher, recorder, callbacks)
     else:
@@ -64,7 +72,7 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     try:
         tuner.fit()
     finally:
-        recorder.writer.close()  # every queued MLflow write lands before the summary
+        recorder.close()  # every queued MLflow write lands (or waits in the spool) before the summary
     return recorder, searcher
 
 

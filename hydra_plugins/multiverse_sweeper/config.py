@@ -30,6 +30,7 @@ class MultiverseSweeperConf:
     seed: int = 0  # the searcher's own seed: Sobol scramble, integration points, GP restarts
     deterministic: bool = False  # commit to whole batches: same points whatever the timing
     max_failure_rate: float = 0.5  # stop once failures exceed this fraction of num_trials
+    trial_timeout_s: Optional[float] = None  # a trial running longer ends TIMEOUT (a failure); null: no limit
     ucb_beta: float = 2.0  # exploration weight of the ucb strategy
     n_candidates: int = 2048  # quasi-random candidates the acquisition is maximised over
     n_integration: int = 1024  # quasi-random Monte-Carlo points of the IVR integral

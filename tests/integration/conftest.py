@@ -69,3 +69,17 @@ def ray_local():
              runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
     yield ray
     ray.shutdown()
+
+
+#: Where tests leave files for people to look at (screenshots, the fault-injection tally).
+TEST_ARTIFACTS = Path(os.environ.get("SWEEPER_TEST_ARTIFACTS", REPO / "test-artifacts"))
+
+
+def record_faults(test: str, **numbers: int) -> None:
+    """Append one fault-injection test's tally (faults, trials expected and recorded, duplicates)
+    to test-artifacts/reliability.jsonl, the figures docs/reliability.md quotes."""
+    import json
+
+    TEST_ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with open(TEST_ARTIFACTS / "reliability.jsonl", "a", encoding="utf-8") as f:
+        f.write(json.dumps({"test": test, **numbers}) + "\n")

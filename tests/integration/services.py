@@ -197,10 +197,13 @@ def http_status(url: str, headers: Mapping[str, str] | None = None) -> int | Non
 
 
 @contextlib.contextmanager
-def mlflow_server(root: Path, backend_store_uri: str, **settings: str) -> Iterator[MLflowServer]:
-    """Run cluster/mlflow/serve.sh with ``backend_store_uri``; ``settings`` are its other env vars."""
+def mlflow_server(root: Path, backend_store_uri: str, port: int | None = None, **settings: str) -> Iterator[MLflowServer]:
+    """Run cluster/mlflow/serve.sh with ``backend_store_uri``; ``settings`` are its other env vars.
+
+    ``port``: the port to serve on (default: a free one); give the same one to restart a server.
+    """
     root.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     artifacts = root / "artifacts"
     env = {**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ.get('PATH', '')}",
            "MLFLOW_BACKEND_STORE_URI": backend_store_uri, "MLFLOW_ARTIFACTS_DESTINATION": str(artifacts),

@@ -21,6 +21,7 @@ from typing import Any
 
 import pytest
 
+from tests.integration.conftest import TEST_ARTIFACTS
 from tests.integration.services import (
     MLflowServer,
     Postgres,
@@ -36,7 +37,7 @@ pytestmark = [pytest.mark.integration, pytest.mark.slow]
 APP_DIR = Path(__file__).parent / "apps" / "cluster" / "app"
 NUM_TRIALS = 6
 EXPERIMENT = "cluster"
-SCREENSHOTS = Path(os.environ.get("SWEEPER_TEST_ARTIFACTS", Path(__file__).parents[2] / "test-artifacts"))
+SCREENSHOTS = TEST_ARTIFACTS
 
 
 @dataclass

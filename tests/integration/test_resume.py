@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.integration.conftest import TOY_APP
+from tests.integration.conftest import TOY_APP, record_faults
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -114,3 +114,8 @@ def test_a_killed_sweep_resumes_without_losing_or_repeating_a_trial(tmp_path: Pa
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
     results = (sweep_dir / "optimization_results.yaml").read_text()
     assert f"num_trials: {NUM_TRIALS}" in results
+    record_faults("driver SIGKILL mid-sweep, then sweeper resume", faults_injected=1, trials_expected=NUM_TRIALS,
+                  trials_recorded=len(by_index), finished_runs=sum(r.info.status == "FINISHED" for r in runs),
+                  duplicates=sum(len([r for r in a if r.info.status == "FINISHED"]) - 1 for a in by_index.values()),
+                  orphans_closed_killed=len(killed), rerun_after_kill=len(running_at_kill),
+                  kept_without_rerun=len(finished_before))

@@ -1,4 +1,4 @@
-"""MLflowTracker and its background writer against a real SQLite store."""
+"""MLflowTracker and its durable writer against a real SQLite store."""
 
 from __future__ import annotations
 
@@ -6,21 +6,31 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.tracking import BackgroundWriter, MLflowTracker, absolute_tracking_uri, clean_key, tracking_uri_problem
+from sweeper.spool import DurableWriter
+from sweeper.tracking import MLflowTracker, absolute_tracking_uri, clean_key, tracking_uri_problem
 
 pytestmark = pytest.mark.integration
 
 
-def test_background_writer_keeps_order_and_reports_failures() -> None:
-    writer = BackgroundWriter()
-    seen: list[int] = []
-    for i in range(50):
-        writer.submit(f"write {i}", lambda i=i: seen.append(i))
-    writer.submit("a broken write", lambda: 1 / 0)
-    writer.submit("after it", lambda: seen.append(50))
+def test_durable_writer_keeps_order_resolves_handles_and_drops_refused_writes(tmp_path: Path) -> None:
+    tracker = MLflowTracker(f"sqlite:///{tmp_path / 'records.db'}", "exp")
+    writer = DurableWriter(tracker, tmp_path / "spool.jsonl")
+    parent = tracker.start_run("sweep")
+    run = writer.start_run("creating a trial", "trial-0000", parent_run_id=parent, params={"x": 0.5})
+    for step in range(30):
+        writer.log(f"step {step}", run, metrics={"loss": float(step)}, step=step)
+    writer.log("a refused write", "no-such-run-id", tags={"a": 1})  # a bad request, not an outage
+    writer.log_text("after it", run, "hello", "notes.txt")
+    writer.finish("closing", run, "FINISHED")
     writer.close()
-    assert seen == list(range(51))
-    assert writer.failures == ["a broken write: ZeroDivisionError: division by zero"]
+    run_id = writer.run_id(run)
+    assert run_id is not None and not run_id.startswith("local-")
+    history = tracker.client.get_metric_history(run_id, "loss")
+    assert [m.step for m in history] == list(range(30))
+    assert tracker.client.get_run(run_id).info.status == "FINISHED"
+    assert tracker.client.get_run(run_id).data.tags["mlflow.parentRunId"] == parent
+    assert len(writer.failures) == 1 and writer.failures[0].startswith("a refused write: ")
+    assert writer.spooled == 0 and not (tmp_path / "spool.jsonl").exists()  # nothing was an outage
 
 
 def test_tracker_writes_nested_runs_in_chunks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

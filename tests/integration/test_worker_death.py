@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
+from tests.integration.conftest import record_faults
 from tests.integration.services import ray_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -74,3 +75,6 @@ def test_a_dead_node_costs_one_attempt_and_the_sweep_completes(tmp_path: Path) -
         assert names.get(retry.data.tags["sweeper.ray.node_id"]) == "node_a"  # ran on the node left
     assert len(runs) == NUM_TRIALS + len(failed)
     assert f"Finished {NUM_TRIALS} trials (0 failed)" in log.read_text()
+    record_faults("worker node SIGKILL mid-trial, ray.max_failures=2", faults_injected=1,
+                  trials_expected=NUM_TRIALS, trials_recorded=len(by_index), failed_attempts_recorded=len(failed),
+                  duplicates=sum([r.info.status for r in a].count("FINISHED") - 1 for a in by_index.values()))

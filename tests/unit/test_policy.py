@@ -222,6 +222,10 @@ def test_categorical_dims_work_in_sobol_and_visit_every_category() -> None:
         (dict(kernel="linear"), r"kernel='linear' is invalid: must be one of matern52-ard"),
         (dict(coregion_rank=0), r"coregion_rank=0 is invalid"),
         (dict(stop_on_bayes_factor=0.5), r"stop_on_bayes_factor=0.5 is invalid: .*T must be > 1"),
+        (dict(trial_timeout_s=0.0), r"trial_timeout_s=0.0 is invalid: a trial's time limit is a positive number of "
+                                    r"seconds \(null: no limit\)\. Try trial_timeout_s=3600"),
+        (dict(trial_timeout_s=-5), r"trial_timeout_s=-5 is invalid"),
+        (dict(trial_timeout_s=math.inf), r"trial_timeout_s=inf is invalid"),
     ],
 )
 def test_invalid_settings_are_reported(settings: dict, match: str) -> None:
