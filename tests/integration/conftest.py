@@ -65,7 +65,7 @@ def ray_local():
 
     os.environ.setdefault("TUNE_DISABLE_AUTO_CALLBACK_LOGGERS", "1")
     os.environ.setdefault("RAY_AIR_NEW_OUTPUT", "0")
-    ray.init(num_cpus=2, num_gpus=0, include_dashboard=False, object_store_memory=78_643_200,
+    ray.init(address="local", num_cpus=2, num_gpus=0, include_dashboard=False, object_store_memory=78_643_200,
              runtime_env={"env_vars": {"PYTHONPATH": str(REPO)}})
     yield ray
     ray.shutdown()

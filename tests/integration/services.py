@@ -290,16 +290,33 @@ def ray_cluster(nodes: Mapping[str, Mapping[str, float]], cpus_per_node: int = 1
     finally:
         # Each node's processes (GCS, raylet, workers) live in its `ray start` process group, which
         # the exit stack killed. No `ray stop`: it would end every Ray of the machine, not only ours.
+        # What `ray stop` would also do: forget this head as "the current cluster", or a later
+        # ray.init() with no address would try to join the dead head.
+        current = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
+        with contextlib.suppress(OSError):
+            if current.read_text().strip().endswith(f":{port}"):
+                current.unlink()
         shutil.rmtree(logs, ignore_errors=True)
 
 
-def group_alive(pgid: int) -> bool:
-    """Whether any process of process group ``pgid`` is still running."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+def group_alive(pgid: int, wait_s: float = 10.0) -> bool:
+    """Whether a process of process group ``pgid`` still runs after up to ``wait_s`` seconds.
+
+    Zombies do not count: a killed process whose parent died waits for PID 1 to reap it,
+    which a container's init may never do; it holds no resources.
+    """
+    deadline = time.monotonic() + wait_s
+    while True:
+        running = False
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            with contextlib.suppress(OSError, IndexError, ValueError):
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+                if int(fields[2]) == pgid and fields[0] != "Z":  # fields: state, ppid, pgrp, ...
+                    running = True
+                    break
+        if not running or time.monotonic() > deadline:
+            return running
+        time.sleep(0.25)
 
 
 def processes_mentioning(text: str) -> list[str]:

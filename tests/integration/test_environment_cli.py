@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 TORCH_APP = REPO / "tests" / "integration" / "apps" / "torchy.py"
 #: Tags that differ between any two trials whatever their environment (bookkeeping, worker process).
 BOOKKEEPING = {"trial_index", "tune_trial_id", "duration_s", "pid", "acquisition", "predicted_mean",
-               "predicted_sd", "batch", "phase", "status", "error"}
+               "predicted_sd", "batch", "phase", "status", "error", "unit_point"}
 
 
 @pytest.fixture(scope="module")
