@@ -150,6 +150,11 @@ def storage_path(ray_cfg: Mapping[str, Any], sweep_dir: Path, *, client: bool = 
     return given if "://" in given else str(Path(given).expanduser().resolve())
 
 
+def tune_experiment_path(storage: str | None, name: str) -> str:
+    """Where a Tune experiment lives: ``storage/name``, Tune's ``~/ray_results`` when storage is None."""
+    return f"{(storage or '~/ray_results').rstrip('/')}/{name}"
+
+
 def node_placement() -> dict[str, str]:
     """The Ray node this process runs on (empty outside Ray): id and IP, recorded on each trial."""
     import ray

@@ -24,7 +24,7 @@ from hydra.core.singleton import Singleton
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf
 
-from sweeper.cluster import address_problem, is_client_address, runtime_env, storage_path
+from sweeper.cluster import address_problem, is_client_address, runtime_env, storage_path, tune_experiment_path
 from sweeper.compose import TrialComposer
 from sweeper.conditions import capture_conditions, shipped_code
 from sweeper.environment import ENV_KEY, env_problems
@@ -234,7 +234,7 @@ class SweeperImpl:
             },
         )
         storage, name = tune_location(self._block("ray"), sweep_dir, run_id)
-        tracker.log(run_id, tags={"tune_experiment": f"{(storage or '~/ray_results').rstrip('/')}/{name}"})
+        tracker.log(run_id, tags={"tune_experiment": tune_experiment_path(storage, name)})
         tracker.log_text(run_id, redact_yaml_config(self.config), "multirun.yaml")
         tracker.log_text(run_id, json.dumps(redact_tree(space.to_dict()), indent=2), "search_space.json")
         return run_id
@@ -278,7 +278,7 @@ class SweeperImpl:
                          "and their trials run again", len(ledger.ended), len(ledger.killed))
             else:
                 tune_storage, tune_name = tune_location(ray_cfg, sweep_dir, parent_run_id)
-                tune_path = f"{(tune_storage or '~/ray_results').rstrip('/')}/{tune_name}"  # a tag of the parent run
+                tune_path = tune_experiment_path(tune_storage, tune_name)
                 SweepManifest(parent_run_id, tracker.tracking_uri, tracker.experiment_name, tune_path,
                               space.to_dict(), settings.strategy, settings.seed, settings.num_trials,
                               current_command(), os.getcwd()).save(sweep_dir)

@@ -174,16 +174,13 @@ def find_sweep_dir(ref: str, tracking_uri: str) -> Path:
         raise SweeperConfigError(
             f"{ref} is neither a sweep directory nor an MLflow run id: give the sweep's directory (its "
             f"`sweep_dir` tag in MLflow) or its parent run id; `sweeper trials --experiment NAME` lists sweeps.")
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    from sweeper.tracking import TAG_PREFIX, absolute_tracking_uri
+    from sweeper.tracking import TAG_PREFIX, get_run
 
     try:
-        run = MlflowClient(absolute_tracking_uri(tracking_uri)).get_run(ref)
-    except MlflowException as exc:
-        raise SweeperConfigError(f"no MLflow run {ref} at {tracking_uri} ({exc}): give the sweep's directory, "
-                                 f"or --tracking-uri where the sweep was recorded") from exc
+        run = get_run(tracking_uri, ref)
+    except LookupError as exc:
+        raise SweeperConfigError(f"{exc}: give the sweep's directory, or --tracking-uri where the sweep was "
+                                 f"recorded") from exc
     sweep_dir = run.data.tags.get(f"{TAG_PREFIX}sweep_dir")
     if run.data.tags.get(f"{TAG_PREFIX}role") != "sweep" or not sweep_dir:
         raise SweeperConfigError(f"MLflow run {ref} is not a sweep's parent run (no {TAG_PREFIX}sweep_dir tag); "

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import ast
 import json
 import logging
 import math
-import re
 from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
@@ -19,8 +17,6 @@ from sweeper.space import SearchSpace
 __all__ = ["TRIAL_KEY", "MultiverseSearch"]
 
 log = logging.getLogger(__name__)
-#: How sweeper.trial.metrics_from_return words a result that lacks the metric.
-_MISSING_METRIC = re.compile(r"the task returned (\[.*?\]) but not the metric ")
 
 
 class MultiverseSearch(Searcher):
@@ -111,21 +107,15 @@ class MultiverseSearch(Searcher):
         trial); if none does, the sweep stops, instead of running every trial into its
         failure budget. Which way it goes depends on the points, not on which trial ends first.
         """
-        from sweeper.trial import ERROR_KEY
+        from sweeper.trial import RETURNED_KEY
 
         succeeded = any(math.isfinite(v) for v in self.policy.results.values())
-        error = str((result or {}).get(ERROR_KEY) or "")
-        found = _MISSING_METRIC.search(error)
-        if (self._metric_suspect is None and not succeeded and found is not None
-                and f"not the metric {self._metric!r}" in error and self.policy.stop_reason is None):
-            try:
-                returned = [str(k) for k in ast.literal_eval(found.group(1))]
-            except (ValueError, SyntaxError):
-                returned = []
+        returned = (result or {}).get(RETURNED_KEY)  # set by the trial when the metric was missing
+        if self._metric_suspect is None and not succeeded and returned is not None and self.policy.stop_reason is None:
             fix = f" Try hydra.sweeper.metric={returned[0]}." if returned else ""
             self._metric_suspect = (
                 f"hydra.sweeper.metric={self._metric!r} is not what the task returns: trial #{index} returned "
-                f"{returned} and no trial returned {self._metric!r}, so no further trial starts.{fix}")
+                f"{list(returned)} and no trial returned {self._metric!r}, so no further trial starts.{fix}")
         if self._metric_suspect is None:
             return
         if succeeded:

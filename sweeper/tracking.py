@@ -84,6 +84,16 @@ def _text(value: Any, limit: int) -> str:
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
+def get_run(tracking_uri: str, run_id: str) -> Any:
+    """The MLflow run ``run_id`` at ``tracking_uri``; LookupError naming both when there is none."""
+    from mlflow.exceptions import MlflowException
+
+    try:
+        return MlflowClient(absolute_tracking_uri(tracking_uri)).get_run(run_id)
+    except MlflowException as exc:
+        raise LookupError(f"no MLflow run {run_id} at {tracking_uri} ({exc})") from exc
+
+
 class MLflowTracker:
     """Writes one sweep's parent run and its trial runs.
 

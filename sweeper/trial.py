@@ -51,6 +51,7 @@ DURATION_KEY = "sweeper_duration_s"
 STEP_KEY = "sweeper_step"  # present only in per-step results from log_metrics
 STEP_METRICS_KEY = "sweeper_step_metrics"
 PACKAGES_KEY = "sweeper_packages"  # the process's pip freeze, in its first result only
+RETURNED_KEY = "sweeper_returned"  # the keys a task returned without the metric
 REPLAYED_KEY = "sweeper_replayed"  # the MLflow run of a trial that ended before a resume
 WORKER_ENDS_KEY = "sweeper_worker_ends"  # True: the task is stuck; the worker process ends after this result
 
@@ -69,6 +70,14 @@ log = logging.getLogger(__name__)
 
 class TrialError(Exception):
     """The task ran but its output cannot be used; the message says why and what to do."""
+
+
+class MissingMetricError(TrialError):
+    """The task returned a dict without the metric; ``returned`` holds the keys it did return."""
+
+    def __init__(self, message: str, returned: list[str]) -> None:
+        super().__init__(message)
+        self.returned = returned
 
 
 @dataclass
@@ -146,6 +155,8 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
             result[WORKER_ENDS_KEY] = True
     except Exception as exc:  # noqa: BLE001 - any task fault becomes a FAILED trial
         result[ERROR_KEY] = str(exc) if isinstance(exc, TrialError) else task_error_message(exc)
+        if isinstance(exc, MissingMetricError):
+            result[RETURNED_KEY] = exc.returned
         result[TRACEBACK_KEY] = "".join(traceback.format_exception(exc))
     result[DURATION_KEY] = time.perf_counter() - started
     if ctx.shipped_code is None:
@@ -187,10 +198,10 @@ def metrics_from_return(value: Any, metric: str) -> dict[str, float]:
         metrics = {str(k): float(v) for k, v in value.items()
                    if isinstance(v, numbers.Real) and not isinstance(v, bool)}
         if metric not in value:
-            raise TrialError(
-                f"the task returned {sorted(map(str, value))} but not the metric {metric!r}: "
-                f"return it, or set hydra.sweeper.metric to one of the returned keys."
-            )
+            returned = sorted(map(str, value))
+            raise MissingMetricError(
+                f"the task returned {returned} but not the metric {metric!r}: "
+                f"return it, or set hydra.sweeper.metric to one of the returned keys.", returned)
         if metric not in metrics:
             raise TrialError(f"the task returned {metric}={value[metric]!r}, which is not a number")
     else:

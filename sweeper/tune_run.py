@@ -16,6 +16,7 @@ from pathlib import Path
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
+from sweeper.cluster import tune_experiment_path
 from sweeper.policy import PolicySettings
 from sweeper.resume import Ledger
 from sweeper.space import SearchSpace
@@ -121,7 +122,7 @@ def _restored_tuner(job: TuneJob, trainable: Any, searcher: Any, recorder: Any, 
                    how.get("acquisition"), how.get("predicted_mean"), how.get("predicted_sd"))
         for i, how in sorted(ledger.suggested.items()))
     recorder.adopt(ledger.records(job.space, job.metric))
-    path = f"{(job.storage_path or '~/ray_results').rstrip('/')}/{job.name}"
+    path = tune_experiment_path(job.storage_path, job.name)
     tuner = tune.Tuner.restore(path, trainable, resume_unfinished=True, resume_errored=False)
     internal = tuner._local_tuner  # noqa: SLF001 - see the docstring
     internal._run_config.callbacks = callbacks  # noqa: SLF001

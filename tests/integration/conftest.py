@@ -83,3 +83,18 @@ def record_faults(test: str, **numbers: int) -> None:
     TEST_ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with open(TEST_ARTIFACTS / "reliability.jsonl", "a", encoding="utf-8") as f:
         f.write(json.dumps({"test": test, **numbers}) + "\n")
+
+
+def child_runs(client: Any, experiment: str) -> list[Any]:
+    """Every trial run (a run with a parent) of ``experiment``; empty while it does not exist."""
+    exp = client.get_experiment_by_name(experiment)
+    runs = client.search_runs([exp.experiment_id], max_results=1000) if exp else []
+    return [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+
+
+def runs_by_index(runs: list[Any]) -> dict[int, list[Any]]:
+    """Trial runs grouped by ``sweeper.trial_index``: retries and killed attempts share an index."""
+    grouped: dict[int, list[Any]] = {}
+    for run in runs:
+        grouped.setdefault(int(run.data.tags["sweeper.trial_index"]), []).append(run)
+    return grouped

@@ -22,7 +22,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
 from tests.integration.conftest import TOY_APP, Sweep, run_cli
 
 pytestmark = pytest.mark.integration
@@ -262,11 +261,11 @@ def test_a_metric_the_task_never_returns_stops_the_sweep_after_the_first_trial(t
 
 def _missing_metric_result(metric: str, returned: dict[str, float]) -> dict[str, object]:
     """A trial's result as the worker reports it when the task returned ``returned`` without ``metric``."""
-    from sweeper.trial import ERROR_KEY, STATUS_KEY, TrialError, metrics_from_return
+    from sweeper.trial import ERROR_KEY, RETURNED_KEY, STATUS_KEY, MissingMetricError, metrics_from_return
 
-    with pytest.raises(TrialError) as info:  # the worker's own wording, which the searcher recognises
+    with pytest.raises(MissingMetricError) as info:  # what run_trial turns into the result below
         metrics_from_return(returned, metric)
-    return {metric: float("nan"), STATUS_KEY: "FAILED", ERROR_KEY: str(info.value)}
+    return {metric: float("nan"), STATUS_KEY: "FAILED", ERROR_KEY: str(info.value), RETURNED_KEY: info.value.returned}
 
 
 def test_a_metric_missing_only_sometimes_does_not_stop_the_sweep() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.integration.conftest import TOY_APP, record_faults
+from tests.integration.conftest import TOY_APP, child_runs, record_faults, runs_by_index
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -26,11 +26,7 @@ VENV_BIN = Path(sys.executable).parent
 
 
 def _children(client: MlflowClient) -> list:
-    exp = client.get_experiment_by_name("toy")
-    if exp is None:
-        return []
-    runs = client.search_runs([exp.experiment_id], max_results=1000)
-    return [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return child_runs(client, "toy")
 
 
 def _launch_and_kill(tmp_path: Path, tracking_uri: str, executions: Path) -> subprocess.Popen:
@@ -89,9 +85,7 @@ def test_a_killed_sweep_resumes_without_losing_or_repeating_a_trial(tmp_path: Pa
     assert resumed.returncode == 0, output
 
     runs = _children(client)
-    by_index = collections.defaultdict(list)
-    for r in runs:
-        by_index[int(r.data.tags["sweeper.trial_index"])].append(r)
+    by_index = runs_by_index(runs)
     assert sorted(by_index) == list(range(NUM_TRIALS))
     for index, attempts in by_index.items():
         finished = [r for r in attempts if r.info.status == "FINISHED"]

@@ -8,7 +8,6 @@ on the same port; in the second case it stays away until the sweep has ended, an
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.integration.conftest import TOY_APP, record_faults
+from tests.integration.conftest import TOY_APP, child_runs, record_faults, runs_by_index
 from tests.integration.services import free_port, mlflow_server, postgres_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -46,10 +45,7 @@ def _wait(condition, what: str, log: Path, timeout: float = 240) -> None:
 
 
 def _children(url: str, experiment: str) -> list:
-    client = MlflowClient(url)
-    exp = client.get_experiment_by_name(experiment)
-    runs = client.search_runs([exp.experiment_id], max_results=1000) if exp else []
-    return [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return child_runs(MlflowClient(url), experiment)
 
 
 def _finished(url: str, experiment: str) -> int:
@@ -61,9 +57,7 @@ def _finished(url: str, experiment: str) -> int:
 def _assert_complete(url: str, experiment: str, num_trials: int) -> int:
     client = MlflowClient(url)
     runs = _children(url, experiment)
-    by_index = collections.defaultdict(list)
-    for r in runs:
-        by_index[int(r.data.tags["sweeper.trial_index"])].append(r)
+    by_index = runs_by_index(runs)
     assert sorted(by_index) == list(range(num_trials))
     for index, attempts in by_index.items():
         assert [r.info.status for r in attempts] == ["FINISHED"], (index, [r.info.status for r in attempts])

@@ -7,7 +7,6 @@ Hydra command line with ``ray.max_failures=2``, and the second node's whole proc
 
 from __future__ import annotations
 
-import collections
 import os
 import shutil
 import signal
@@ -19,7 +18,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.integration.conftest import record_faults
+from tests.integration.conftest import child_runs, record_faults, runs_by_index
 from tests.integration.services import ray_cluster
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -29,9 +28,7 @@ NUM_TRIALS = 4
 
 
 def _children(client: MlflowClient) -> list:
-    exp = client.get_experiment_by_name("cluster")
-    runs = client.search_runs([exp.experiment_id], max_results=1000) if exp else []
-    return [r for r in runs if "mlflow.parentRunId" in r.data.tags]
+    return child_runs(client, "cluster")
 
 
 def test_a_dead_node_costs_one_attempt_and_the_sweep_completes(tmp_path: Path) -> None:
@@ -61,9 +58,7 @@ def test_a_dead_node_costs_one_attempt_and_the_sweep_completes(tmp_path: Path) -
         names = {node_id: name for node_id, name in cluster.node_ids().items()}  # only node_a is left
 
     runs = _children(client)
-    by_index = collections.defaultdict(list)
-    for r in runs:
-        by_index[int(r.data.tags["sweeper.trial_index"])].append(r)
+    by_index = runs_by_index(runs)
     assert sorted(by_index) == list(range(NUM_TRIALS))
     for index, attempts in by_index.items():
         assert [r.info.status for r in attempts].count("FINISHED") == 1, (index, [r.info.status for r in attempts])
