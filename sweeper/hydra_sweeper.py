@@ -324,7 +324,7 @@ class SweeperImpl:
         if address is None:
             kwargs.update(num_cpus=ray_cfg.get("num_cpus"), num_gpus=ray_cfg.get("num_gpus"))
         try:
-            ray.init(**{**kwargs, "runtime_env": copy.deepcopy(env)})  # Ray rewrites it (working_dir -> gcs://)
+            _init_ray(ray, kwargs, env, client)
         except ConnectionError as exc:
             if _auth_refused(exc):
                 raise SweeperConfigError(
@@ -439,6 +439,26 @@ def _unreachable(address: str | None, timeout_s: float = 5.0) -> str | None:
     return (f"ray.address={address!r} is unreachable: nothing accepts connections at {host}:{port} ({error}); "
             f"the address must be where {serves} listens. Start the cluster there (`{start}`), correct "
             f"the host and port, or try ray.address=null to run on a local Ray.")
+
+
+#: Ray Client's per-driver server on the head sometimes dies as it starts (seen with Ray 2.60:
+#: "Starting Ray client server failed", a gRPC epoll error in its log); a new try gets a new one.
+_CLIENT_START_ATTEMPTS = 3
+
+
+def _init_ray(ray: Any, kwargs: dict[str, Any], env: dict[str, Any], client: bool) -> None:
+    """``ray.init``, retried when Ray Client's server on the head fails to start for this driver."""
+    for attempt in range(1, _CLIENT_START_ATTEMPTS + 1):
+        try:
+            ray.init(**{**kwargs, "runtime_env": copy.deepcopy(env)})  # Ray rewrites it (working_dir -> gcs://)
+            return
+        except ConnectionError as exc:
+            if not client or "Starting Ray client server failed" not in str(exc) or attempt == _CLIENT_START_ATTEMPTS:
+                raise
+            log.warning("Ray Client's server on the head failed to start (attempt %d of %d); trying again",
+                        attempt, _CLIENT_START_ATTEMPTS)
+            ray.shutdown()  # drop what the failed attempt left connected
+            time.sleep(2.0 * attempt)
 
 
 def tune_location(ray_cfg: dict[str, Any], sweep_dir: Path, parent_run_id: str) -> tuple[str | None, str]:
