@@ -10,18 +10,28 @@ after composing), filling in the bookkeeping Hydra would (``hydra.overrides.task
 ``hydra.job.override_dirname``). The driver proves the shortcut on the space's centre
 point before the sweep (:meth:`TrialComposer.verify`); if the two configs differ in any way
 (e.g. a swept key is a config group), every trial takes Hydra's full path.
+
+On the fast path a trial's config also comes in its two parts (:meth:`TrialComposer.split`):
+the task's part, a fresh copy the task may keep, and the ``hydra`` node, one per process
+and rewritten in place for each trial. Hydra's ``run_job`` copies the whole config four
+times per job (twice in ``HydraConfig.set_config``, then for the task and for the
+``JobReturn``); :mod:`sweeper.job` runs the task from the two parts without them.
+:meth:`~TrialComposer.verify` allows the split only where it gives Hydra's own values,
+output directory included.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import HydraContext
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 
 class TrialComposer:
@@ -39,10 +49,12 @@ class TrialComposer:
         self.master_config = master_config
         self.fixed_overrides = list(fixed_overrides)
         self.fast = False  # set by verify() in the driver
+        self.split_ok = False  # set by verify() in the driver: split() gives Hydra's values
         self._base: DictConfig | None = None
+        self._parts: _SplitBase | None = None
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_base": None}  # each process composes its own base
+        return {**self.__dict__, "_base": None, "_parts": None}  # each process composes its own
 
     def compose_full(self, dim_overrides: Sequence[str]) -> DictConfig:
         """Hydra's own path: the whole defaults tree, composed anew."""
@@ -59,16 +71,46 @@ class TrialComposer:
         cfg = copy.deepcopy(self._base)
         parsed = OverridesParser.create().parse_overrides(list(dim_overrides))
         ConfigLoaderImpl._apply_overrides_to_config(parsed, cfg)
-        all_task = OverridesParser.create().parse_overrides([*self.fixed_overrides, *dim_overrides])
         with open_dict(cfg.hydra):
             cfg.hydra.overrides.task.extend([o.input_line for o in parsed])
-            dirname = cfg.hydra.job.config.override_dirname
-            cfg.hydra.job.override_dirname = get_overrides_dirname(
-                overrides=all_task, kv_sep=dirname.kv_sep, item_sep=dirname.item_sep,
-                exclude_keys=dirname.exclude_keys,
-            )
+            cfg.hydra.job.override_dirname = _override_dirname(
+                cfg.hydra, OverridesParser.create().parse_overrides([*self.fixed_overrides, *dim_overrides]))
         OmegaConf.copy_cache(from_config=self.master_config, to_config=cfg)
         return cfg
+
+    def split(self, dim_overrides: Sequence[str], index: int) -> TrialParts:
+        """Trial ``index``'s config in two parts, and its output directory (fast path only).
+
+        The task config is a fresh copy of the task's part of the base with the overrides
+        applied, the ``DictConfig`` Hydra's ``run_job`` hands the task. The hydra config is
+        ``{"hydra": ...}`` as ``HydraConfig`` holds it, read-only: this process's one copy,
+        rewritten here with the trial's overrides, ``job.id``, ``job.num`` and
+        ``runtime.output_dir``, and valid until the next call, like its plain-dict mirror
+        ``hydra_tree`` (what ``.hydra/hydra.yaml`` holds, kept so it is not rebuilt per trial).
+        """
+        assert self.split_ok, "split() is the fast path; verify() did not allow it"
+        if self._parts is None:
+            self._parts = _SplitBase.of(self.compose_full([]), self.fixed_overrides)
+            OmegaConf.copy_cache(from_config=self.master_config, to_config=self._parts.hydra)
+        parts = self._parts
+        task_cfg = copy.deepcopy(parts.task)
+        parsed = OverridesParser.create().parse_overrides(list(dim_overrides))
+        ConfigLoaderImpl._apply_overrides_to_config(parsed, task_cfg)
+        OmegaConf.copy_cache(from_config=self.master_config, to_config=task_cfg)
+        hydra, tree = parts.hydra.hydra, parts.hydra_tree["hydra"]
+        changes = {
+            ("overrides", "task"): [*parts.task_overrides, *(o.input_line for o in parsed)],
+            ("job", "override_dirname"): _override_dirname(hydra, [*parts.fixed_parsed, *parsed]),
+            ("job", "id"): f"{hydra.job.name}_{index}",
+            ("job", "num"): index,
+        }
+        with read_write(hydra), open_dict(hydra):
+            for (block, key), value in changes.items():
+                hydra[block][key] = value
+                tree[block][key] = value
+            output_dir = os.path.abspath(os.path.join(str(hydra.sweep.dir), str(hydra.sweep.subdir)))
+            hydra.runtime.output_dir = tree["runtime"]["output_dir"] = output_dir
+        return TrialParts(task_cfg, parts.hydra, output_dir, parts.hydra_tree)
 
     def verify(self, dim_overrides: Sequence[str]) -> bool:
         """Enable the fast path if it gives exactly Hydra's config for these overrides.
@@ -76,19 +118,88 @@ class TrialComposer:
         Raises whatever Hydra raises when the overrides do not compose at all.
         """
         full = self.compose_full(dim_overrides)
-        self.fast, self._base = True, None
+        self.fast, self.split_ok, self._base, self._parts = True, False, None, None
         try:
             fast = self.compose(dim_overrides)
         except Exception:  # noqa: BLE001 - any failure just means: no shortcut
             self.fast = False
         else:
             self.fast = _tree(fast) == _tree(full)
-        self._base = None
+        if self.fast:
+            self.split_ok = self._split_matches(full, dim_overrides)
+        self._base, self._parts = None, None
         return self.fast
 
+    def _split_matches(self, full: DictConfig, dim_overrides: Sequence[str]) -> bool:
+        """Whether :meth:`split` gives what ``run_job`` would from ``full``: the same resolved
+        task config, hydra node and output directory (a swept ``hydra.*`` key, or a sweep
+        directory that interpolates the task's keys, does not)."""
+        if any(o.split("=", 1)[0].lstrip("+~").startswith("hydra") for o in dim_overrides):
+            return False
+        index = 0
+        full = copy.deepcopy(full)
+        with open_dict(full.hydra):
+            full.hydra.job.id, full.hydra.job.num = f"{full.hydra.job.name}_{index}", index
+        self.split_ok = True
+        try:
+            trial = self.split(dim_overrides, index)
+            task_cfg, hydra_cfg, output_dir = trial.task, trial.hydra, trial.output_dir
+            expected_dir = os.path.abspath(os.path.join(str(OmegaConf.select(full, "hydra.sweep.dir")),
+                                                        str(OmegaConf.select(full, "hydra.sweep.subdir"))))
+            with open_dict(full.hydra):
+                full.hydra.runtime.output_dir = expected_dir
+            expected = _tree(full, resolve=True)
+            got = {**_tree(task_cfg, resolve=True), **_tree(hydra_cfg, resolve=True)}
+            if trial.hydra_tree != OmegaConf.to_container(hydra_cfg, resolve=False, enum_to_str=True):
+                return False
+        except Exception:  # noqa: BLE001 - an interpolation the split cannot resolve: no split
+            return False
+        return output_dir == expected_dir and got == expected
 
-def _tree(cfg: DictConfig) -> Any:
-    tree = OmegaConf.to_container(cfg, resolve=False)
+
+@dataclass(frozen=True)
+class TrialParts:
+    """One trial's config as :func:`sweeper.job.run_split_job` takes it (see :meth:`TrialComposer.split`)."""
+
+    task: DictConfig
+    hydra: DictConfig
+    output_dir: str
+    hydra_tree: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class _SplitBase:
+    """A process's base config in two parts: the task's, and ``{"hydra": ...}`` with its plain mirror."""
+
+    task: DictConfig
+    hydra: DictConfig
+    hydra_tree: dict[str, Any]
+    task_overrides: tuple[str, ...]  # hydra.overrides.task of the base: the fixed overrides
+    fixed_parsed: tuple[Any, ...]  # the fixed overrides, parsed
+
+    @classmethod
+    def of(cls, base: DictConfig, fixed_overrides: Sequence[str]) -> _SplitBase:
+        hydra = OmegaConf.masked_copy(base, "hydra")
+        OmegaConf.set_readonly(hydra.hydra, True)
+        task = base  # composed for this split alone: no one else holds it
+        with read_write(task), open_dict(task):
+            del task["hydra"]
+        tree = OmegaConf.to_container(hydra, resolve=False, enum_to_str=True)
+        assert isinstance(tree, dict)
+        return cls(task, hydra, tree, tuple(hydra.hydra.overrides.task),
+                   tuple(OverridesParser.create().parse_overrides(list(fixed_overrides))))
+
+
+def _override_dirname(hydra: DictConfig, all_task: Sequence[Any]) -> str:
+    """``hydra.job.override_dirname`` of a trial, as Hydra computes it from all its parsed task overrides."""
+    dirname = hydra.job.config.override_dirname
+    return get_overrides_dirname(overrides=list(all_task), kv_sep=dirname.kv_sep, item_sep=dirname.item_sep,
+                                 exclude_keys=dirname.exclude_keys)
+
+
+def _tree(cfg: DictConfig, resolve: bool = False) -> Any:
+    tree = OmegaConf.to_container(cfg, resolve=resolve)
     assert isinstance(tree, dict)
-    tree["hydra"]["runtime"].pop("cwd", None)
+    if "hydra" in tree:
+        tree["hydra"]["runtime"].pop("cwd", None)
     return tree

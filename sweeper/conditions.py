@@ -124,11 +124,7 @@ def _gpu_conditions(torch_loaded: bool) -> tuple[tuple[str, str], ...]:
 def _thread_conditions() -> dict[str, str]:
     c = {f"env.{k}": os.environ[k] for k in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
          if k in os.environ}
-    try:
-        from threadpoolctl import threadpool_info
-    except ImportError:  # pragma: no cover - threadpoolctl is a dependency
-        return c
-    for pool in threadpool_info():
+    for pool in _threadpools():
         # numpy and scipy each ship an OpenBLAS with the same file prefix: name the library
         # by the folder it was loaded from (numpy.libs -> numpy) and its API.
         folder = Path(pool.get("filepath") or "").parent.name.removesuffix(".libs") or "system"
@@ -137,6 +133,26 @@ def _thread_conditions() -> dict[str, str]:
         if pool.get("version"):
             c[f"blas.{lib}.version"] = f"{pool.get('internal_api')} {pool['version']}"
     return c
+
+
+_POOLS: tuple[int, Any] | None = None  # (len(sys.modules) at the scan, threadpoolctl's controller)
+
+
+def _threadpools() -> list[dict[str, Any]]:
+    """threadpoolctl's ``threadpool_info()``, without rescanning the loaded libraries each trial.
+
+    Finding the libraries (walking every shared object the process has loaded) is most of
+    that call's ~2 ms; their thread counts are read live from a kept controller. A task that
+    imported a module since the last scan may have loaded a new BLAS or OpenMP runtime, so
+    a change in ``sys.modules`` makes a new scan.
+    """
+    global _POOLS
+    from threadpoolctl import ThreadpoolController
+
+    if _POOLS is None or _POOLS[0] != len(sys.modules):
+        controller = ThreadpoolController()
+        _POOLS = (len(sys.modules), controller)  # counted after the scan, which may import
+    return _POOLS[1].info()
 
 
 def _cpu_model() -> str:

@@ -11,14 +11,19 @@ from __future__ import annotations
 import logging
 import math
 import os
+import posixpath
 import re
+import sqlite3
+import tempfile
 import time
 from collections.abc import Mapping
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 from mlflow.entities import Metric, Param, RunTag
+from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
@@ -112,6 +117,8 @@ class MLflowTracker:
             experiment_name, artifact_location=default_artifact_location(self.tracking_uri, experiment_name)
         )
         self.experiment_name = experiment_name
+        self._artifact_uris: dict[str, str] = {}  # run id -> artifact URI, of the runs this tracker created
+        _use_write_ahead_log(self.tracking_uri)
 
     # -------------------------------------------------------------- runs
     def start_run(
@@ -122,12 +129,17 @@ class MLflowTracker:
         params: Mapping[str, Any] | None = None,
         tags: Mapping[str, Any] | None = None,
     ) -> str:
-        """Create a RUNNING run (nested under ``parent_run_id`` if given) and return its id."""
-        all_tags = {MLFLOW_RUN_NAME: run_name}
+        """Create a RUNNING run (nested under ``parent_run_id`` if given) and return its id.
+
+        The tags go in with the run (one call fewer per trial than a separate batch).
+        """
+        all_tags = {t.key: t.value for t in _tags(tags)}
+        all_tags[MLFLOW_RUN_NAME] = run_name
         if parent_run_id:
             all_tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
-        self.log(run.info.run_id, params=params, tags=tags)
+        self._artifact_uris[run.info.run_id] = run.info.artifact_uri
+        self.log(run.info.run_id, params=params)
         return run.info.run_id
 
     def log(
@@ -148,8 +160,7 @@ class MLflowTracker:
         """
         now = int(time.time() * 1000)
         p = [Param(clean_key(k), _text(v, _MAX_PARAM_LEN)) for k, v in redact_mapping(params or {}).items()]
-        t = [RunTag(clean_key(TAG_PREFIX + k), _text(v, _MAX_TAG_LEN)) for k, v in redact_mapping(tags or {}).items()
-             if v is not None]
+        t = _tags(tags)
         m = [Metric(clean_key(k), float(v), now, step) for k, v in (metrics or {}).items() if _is_number(v)]
         chunks = max(-(-len(p) // _MAX_PARAMS), -(-len(t) // _MAX_TAGS), -(-len(m) // _MAX_METRICS))
         for i in range(chunks):
@@ -167,7 +178,17 @@ class MLflowTracker:
         conditions.json); this catches URL passwords, ``key=secret`` and ``key: secret`` in
         anything else (an error's traceback, the results file's tracking URI).
         """
-        self.client.log_text(run_id, redact_text(text), artifact_file)
+        artifact_uri = self._artifact_uris.get(run_id)
+        if artifact_uri is None:
+            self.client.log_text(run_id, redact_text(text), artifact_file)
+            return
+        # What client.log_text does, without its look-up of the run for the artifact URI.
+        directory, name = posixpath.split(artifact_file)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp, name)
+            path.write_text(redact_text(text), encoding="utf-8")
+            repository = get_artifact_repository(artifact_uri, tracking_uri=self.tracking_uri)
+            repository.log_artifact(str(path), directory or None)
 
     def reopen(self, run_id: str) -> None:
         """Mark a sweep's run RUNNING again, for a resumed sweep (its driver died, or it was stopped)."""
@@ -197,6 +218,33 @@ class MLflowTracker:
         """The shell command that browses these records."""
         return f"mlflow ui --backend-store-uri {self.tracking_uri}" if not self.tracking_uri.startswith(
             "http") else f"open {self.tracking_uri}/#/experiments/{self.experiment_id}/runs"
+
+
+def _tags(tags: Mapping[str, Any] | None) -> list[RunTag]:
+    """The sweeper's tags as MLflow takes them: redacted, prefixed ``sweeper.``, None left out."""
+    return [RunTag(clean_key(TAG_PREFIX + k), _text(v, _MAX_TAG_LEN)) for k, v in redact_mapping(tags or {}).items()
+            if v is not None]
+
+
+def _use_write_ahead_log(tracking_uri: str) -> None:
+    """Put a SQLite store in write-ahead-log mode (a setting the database file keeps).
+
+    In SQLite's default rollback-journal mode every commit syncs the database and its
+    journal; an MLflow run takes about a dozen commits, which made the records of one trial
+    take ~100 ms of wall time on a busy machine, against ~35 ms in WAL mode, the same
+    CPU. Durability is unchanged at SQLite's default ``synchronous=FULL``: a commit is on
+    disk when it returns, and a killed process loses nothing. Readers (the MLflow UI,
+    ``sweeper report``) no longer block the sweep's writes. SQLite's one limit on WAL, a
+    database on a network file system, is a limit of SQLite stores anyway.
+    """
+    if not tracking_uri.startswith("sqlite:///"):
+        return
+    path = tracking_uri[len("sqlite:///"):]
+    try:
+        with closing(sqlite3.connect(path, timeout=5)) as connection:
+            connection.execute("PRAGMA journal_mode=WAL")
+    except sqlite3.Error as exc:  # e.g. locked by another writer: the default mode works, slower
+        log.debug("SQLite store %s stays in its journal mode: %s", path, exc)
 
 
 def _is_number(v: Any) -> bool:

@@ -36,6 +36,8 @@ from sweeper.compose import TrialComposer
 from sweeper.conditions import capture_conditions, installed_packages
 from sweeper.environment import ENV_KEY, EnvironmentInForce, apply_environment
 from sweeper.faults import TIMEOUT_STATUS, TimeLimitExceeded, call_with_time_limit, task_error_message
+from sweeper.job import run_split_job
+from sweeper.job import usable as split_job_usable
 from sweeper.metrics import reporting_to
 from sweeper.policy import TRIAL_KEY
 from sweeper.space import SearchSpace
@@ -218,12 +220,15 @@ def _run_job(ctx: TrialContext, dim_overrides: list[str], index: int) -> tuple[J
     """Compose the trial's config, put its ``env`` block in force, run the task through Hydra."""
     setup_globals()
     Singleton.set_state(ctx.singleton_state)
+    if ctx.composer.split_ok and split_job_usable(ctx.hydra_context):
+        trial = ctx.composer.split(dim_overrides, index)
+        in_force = _environment(trial.task)
+        return run_split_job(ctx.task_function, trial), in_force
     sweep_config = ctx.composer.compose(dim_overrides)
     with open_dict(sweep_config):
         sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{index}"
         sweep_config.hydra.job.num = index
-    env = sweep_config.get(ENV_KEY)
-    in_force = apply_environment(OmegaConf.to_container(env, resolve=True)) if isinstance(env, DictConfig) else None
+    in_force = _environment(sweep_config)
     return run_job(  # sets HydraConfig itself
         hydra_context=ctx.hydra_context,
         task_function=ctx.task_function,
@@ -231,6 +236,12 @@ def _run_job(ctx: TrialContext, dim_overrides: list[str], index: int) -> tuple[J
         job_dir_key="hydra.sweep.dir",
         job_subdir_key="hydra.sweep.subdir",
     ), in_force
+
+
+def _environment(cfg: DictConfig) -> EnvironmentInForce | None:
+    """Put the config's ``env`` block in force (seeds, threads, determinism), if it has one."""
+    env = cfg.get(ENV_KEY)
+    return apply_environment(OmegaConf.to_container(env, resolve=True)) if isinstance(env, DictConfig) else None
 
 
 def _flat_task_config(job: JobReturn) -> dict[str, Any]:
