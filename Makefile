@@ -40,12 +40,22 @@ system-deps:
 test-integration: $(STAMP) system-deps
 	@$(call run_pytest,-m integration -q)
 
-bench: $(STAMP)
+BENCH_STAMP := $(VENV)/.installed-bench
+
+# The bench extra (BoTorch) goes into the same .venv, pinned by requirements-bench.lock.
+$(BENCH_STAMP): $(STAMP) requirements-bench.lock
+	$(BIN)/python -m pip install --quiet --no-deps -r requirements-bench.lock
+	$(BIN)/python -m pip check
+	touch $(BENCH_STAMP)
+
+bench: $(BENCH_STAMP)
 	$(BIN)/python -m bench all
 
-# Re-pin every dependency from the current .venv (after changing pyproject.toml).
+# Re-pin every dependency from the current .venv (after changing pyproject.toml); the bench
+# extra's packages stay in requirements-bench.lock.
 lock:
-	$(BIN)/python -m pip freeze --all --exclude-editable | grep -v -E '^(multiverse-sweeper|pip)==' > requirements.lock
+	$(BIN)/python -m pip freeze --all --exclude-editable | grep -v -E '^(multiverse-sweeper|pip)==' \
+		| grep -v -i -E "^($$(sed -n 's/==.*//p' requirements-bench.lock | paste -sd'|' -))(==| @ )" > requirements.lock
 
 clean:
 	rm -rf $(VENV) multirun outputs mlruns.db mlruns mlartifacts .pytest_cache test-artifacts
