@@ -20,9 +20,10 @@ What, in one run, each variant ``--repeats`` times and in alternating order:
    For both, the span is measured twice: inside the trainable (``time.time()`` at start
    and end, read from the ResultGrid) and in the driver (a Tune callback at trial start
    and completion: where our recorder writes, so the like-for-like comparison with 1).
-4. **MLflow SQLite alone**: the recorder's four calls per trial (create_run, two
-   log_batch with the same numbers of params, tags and metrics, set_terminated), median
-   over ``--mlflow-runs`` runs.
+4. **MLflow SQLite alone**: the tracker's calls per trial as the recorder makes them
+   (create the run with its params and tags, log metrics and the other tags, write
+   ``conditions.json``, close), with the numbers of params, tags and metrics of a real
+   trial run, median over ``--mlflow-runs`` runs, and the CPU time they take.
 
 Also: the searcher's own time for ``ivr`` (``MultiversePolicy`` alone, outside Ray, with
 the same settings and N, fed results as two concurrent workers would), and a cProfile of
@@ -61,6 +62,9 @@ SPACE = {"x": "interval(0, 1)", "y": "interval(0, 1)"}
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--trials", type=int, default=200, help="trials per sweep (default 200)")
     parser.add_argument("--repeats", type=int, default=3, help="runs of each variant (default 3)")
+    parser.add_argument("--defaults-trials", type=int, default=50,
+                        help="trials of the Tune-defaults variant, which starts an actor per trial (default 50; "
+                             "its per-trial cost does not depend on N; 0: --trials)")
     parser.add_argument("--num-cpus", type=int, default=2, help="CPUs of the local Ray (default 2)")
     parser.add_argument("--mlflow-runs", type=int, default=200, help="runs timed for MLflow alone (default 200)")
     parser.add_argument("--profile-trials", type=int, default=50, help="trials in the cProfile (default 50)")
@@ -71,7 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> None:
     if args.smoke:
-        args.trials, args.repeats, args.mlflow_runs, args.profile_trials = 20, 1, 20, 20
+        args.trials, args.repeats, args.mlflow_runs, args.profile_trials, args.defaults_trials = 20, 1, 20, 20, 20
     if args.profile:
         prof = profile_trial(args.profile_trials)
         write_results("overhead-profile", profile_markdown(prof), {"profile": prof})
@@ -79,7 +83,8 @@ def run(args: argparse.Namespace) -> None:
     variants = {
         "ours sobol": lambda tmp: run_ours("sobol", args.trials, args.num_cpus, tmp, args.timeout),
         "ours ivr": lambda tmp: run_ours("ivr", args.trials, args.num_cpus, tmp, args.timeout),
-        "Tune defaults (reuse_actors=False)": lambda tmp: run_tune(False, args.trials, args.num_cpus, tmp, args.timeout),
+        "Tune defaults (reuse_actors=False)": lambda tmp: run_tune(False, args.defaults_trials or args.trials,
+                                                                   args.num_cpus, tmp, args.timeout),
         "Tune reuse_actors=True": lambda tmp: run_tune(True, args.trials, args.num_cpus, tmp, args.timeout),
     }
     raw: dict[str, list[dict[str, Any]]] = {name: [] for name in variants}
@@ -131,7 +136,8 @@ def run_tune(reuse_actors: bool, n: int, num_cpus: int, tmp: Path, timeout: int)
 
 
 def mlflow_alone(n_runs: int, tmp: Path, payload: dict[str, int]) -> dict[str, Any]:
-    """Median time of one trial's MLflow records in a SQLite store, as the recorder writes them.
+    """Median time of one trial's MLflow records in a SQLite store, as the recorder writes them
+    (create the run with its params and tags, log the rest, ``conditions.json``, close it).
 
     The driver writes them one trial after another (in Tune's loop or in one writer
     thread), so this bounds how many trials per second the records keep up with,
@@ -146,22 +152,31 @@ def mlflow_alone(n_runs: int, tmp: Path, payload: dict[str, int]) -> dict[str, A
     start_tags = {f"start_{i}": i for i in range(min(10, n_tags))}
     end_tags = {f"end_{i}": f"value {i}" for i in range(n_tags - len(start_tags))}
     metrics = {f"metric_{i}": 0.5 for i in range(payload["metrics"])}
-    parts: dict[str, list[float]] = {"start_run": [], "log": [], "finish": [], "total": []}
+    conditions = json.dumps({"measurement_procedure": end_tags, "object": params_of(0, payload)}, indent=1)
+    parts: dict[str, list[float]] = {"start_run": [], "log": [], "log_text": [], "finish": [], "total": []}
+    cpu = time.process_time()
     for i in range(n_runs):
-        params = {f"param_{k}": 0.1 * i for k in range(payload["params"])}
         t0 = time.perf_counter()
-        run_id = tracker.start_run(f"trial-{i:04d}", parent_run_id=parent, params=params, tags=start_tags)
+        run_id = tracker.start_run(f"trial-{i:04d}", parent_run_id=parent, params=params_of(i, payload),
+                                   tags=start_tags)
         t1 = time.perf_counter()
         tracker.log(run_id, metrics=metrics, tags=end_tags)
         t2 = time.perf_counter()
-        tracker.finish(run_id)
+        tracker.log_text(run_id, conditions, "conditions.json")
         t3 = time.perf_counter()
-        for key, seconds in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t3 - t0)):
+        tracker.finish(run_id)
+        t4 = time.perf_counter()
+        for key, seconds in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0)):
             parts[key].append(seconds)
+    cpu_ms = 1e3 * (time.process_time() - cpu) / n_runs
     total = parts["total"]
     return {"runs": n_runs, "payload": payload, "median_ms": 1e3 * median(total), "min_ms": 1e3 * min(total),
-            "max_ms": 1e3 * max(total),
+            "max_ms": 1e3 * max(total), "cpu_ms_per_run": cpu_ms,
             "median_ms_by_call": {k: 1e3 * median(v) for k, v in parts.items() if k != "total"}}
+
+
+def params_of(i: int, payload: dict[str, int]) -> dict[str, float]:
+    return {f"param_{k}": 0.1 * i for k in range(payload["params"])}
 
 
 def searcher_time(n: int, concurrency: int) -> dict[str, Any]:
@@ -223,16 +238,18 @@ def searcher_time(n: int, concurrency: int) -> dict[str, Any]:
 #: (label, file suffix, function) of the parts of one trial, by cumulative time.
 PROFILE_GROUPS = [
     ("whole trial (run_trial)", "sweeper/trial.py", "run_trial"),
-    ("config composition (TrialComposer.compose)", "sweeper/compose.py", "compose"),
+    ("split composition (TrialComposer.split: task copy + overrides)", "sweeper/compose.py", "split"),
+    ("full composition (TrialComposer.compose; only without the split)", "sweeper/compose.py", "compose"),
     ("  of which Hydra's full composition (load_sweep_config)", "config_loader_impl.py", "load_sweep_config"),
-    ("Hydra run_job (incl. the task)", "hydra/core/utils.py", "run_job"),
+    ("the job (sweeper.job.run_split_job, incl. the task)", "sweeper/job.py", "run_split_job"),
+    ("  of which writing .hydra/*.yaml", "sweeper/job.py", "_save_configs"),
+    ("Hydra run_job (only without the split)", "hydra/core/utils.py", "run_job"),
     ("  of which saving .hydra/*.yaml (_save_config)", "hydra/core/utils.py", "_save_config"),
-    ("  of which configure_log", "hydra/core/utils.py", "configure_log"),
-    ("  of which the task itself", "apps/trivial.py", "main"),
+    ("configure_log (Hydra's job logging, per job)", "hydra/core/utils.py", "configure_log"),
+    ("the task itself", "apps/trivial.py", "main"),
     ("capture_conditions", "sweeper/conditions.py", "capture_conditions"),
-    ("  of which threadpool_info", "threadpoolctl.py", "threadpool_info"),
+    ("  of which threadpoolctl scanning the loaded libraries", "threadpoolctl.py", "_load_libraries"),
     ("_flat_task_config", "sweeper/trial.py", "_flat_task_config"),
-    ("_ray_placement", "sweeper/trial.py", "_ray_placement"),
     ("across the above: HydraConfig.set_config (copies the config)", "hydra/core/hydra_config.py", "set_config"),
     ("across the above: DictConfig.__deepcopy__", "omegaconf/dictconfig.py", "__deepcopy__"),
 ]
@@ -370,7 +387,7 @@ def overhead_markdown(raw: dict[str, list[dict[str, Any]]], mlflow: dict[str, An
                       args: argparse.Namespace) -> str:
     rows = []
     for name, results in raw.items():
-        rows.append([name, str(args.trials), fmt(_med(results, "per_trial_ms")),
+        rows.append([name, str(results[0]["trials"]), fmt(_med(results, "per_trial_ms")),
                      fmt(_med(results, "worker_per_trial_ms")), fmt(_med(results, "span_s")),
                      fmt(_med(results, "startup_s")), fmt(_med(results, "wall_s"))])
     table = markdown_table(
@@ -389,10 +406,11 @@ def overhead_markdown(raw: dict[str, list[dict[str, Any]]], mlflow: dict[str, An
         ["ours ivr / ours sobol", ratio(ivr, ours, "per_trial_ms"), ratio(ivr, ours, "wall_s")],
     ])
     extra = markdown_table(["measurement", "value"], [
-        ["MLflow SQLite alone: one trial's records (create_run, 2 log_batch, set_terminated; "
-         "{params} params, {tags} tags, {metrics} metrics as a real trial run)".format(**mlflow["payload"]),
+        ["MLflow SQLite alone: one trial's records as the recorder writes them (create the run with its params "
+         "and tags, log the rest, conditions.json, close; {params} params, {tags} tags, {metrics} metrics as a "
+         "real trial run)".format(**mlflow["payload"]),
          f"{fmt(mlflow['median_ms'])} ms median of {mlflow['runs']} runs (min {fmt(mlflow['min_ms'])}, "
-         f"max {fmt(mlflow['max_ms'])}); by call: " + ", ".join(
+         f"max {fmt(mlflow['max_ms'])}), {fmt(mlflow['cpu_ms_per_run'])} ms CPU; by call: " + ", ".join(
              f"{k} {fmt(v)} ms" for k, v in mlflow["median_ms_by_call"].items())],
         ["ivr searcher alone (MultiversePolicy, N={}, 2 workers)".format(searcher["trials"]),
          f"{fmt(searcher['total_s'])} s in ask = {fmt(1e3 * searcher['total_s'] / searcher['trials'])} ms/trial; "

@@ -16,6 +16,7 @@ import math
 import os
 import sys
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -77,22 +78,11 @@ class SweeperImpl:
         space, policy_settings = self._validate(arguments)
         composer = self._composer(space)
         ray_cfg = self._block("ray")
-        mlflow_cfg = self._block("mlflow")
         sweep_dir = Path(str(self.config.hydra.sweep.dir)).absolute()
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
 
-        from sweeper.tracking import MLflowTracker
-
         manifest = self._resumed_sweep(sweep_dir, space, policy_settings) if self.resume else None
-        if manifest is not None:
-            tracker = MLflowTracker(manifest.tracking_uri, manifest.experiment_name)
-            parent_run_id = manifest.parent_run_id
-            tracker.reopen(parent_run_id)
-            log.info("Resuming the sweep of %s (MLflow run %s)", sweep_dir, parent_run_id)
-        else:
-            tracker = MLflowTracker(str(mlflow_cfg["tracking_uri"]), str(mlflow_cfg["experiment_name"]))
-            parent_run_id = self._start_parent_run(tracker, space, policy_settings, sweep_dir, arguments)
         log.info(
             "MultiverseSweeper(strategy=%s, metric=%s, mode=%s, n_initial=%d, batch_size=%d, num_trials=%d, "
             "seed=%d, deterministic=%s) over %s",
@@ -100,12 +90,15 @@ class SweeperImpl:
             policy_settings.batch_size, policy_settings.num_trials, policy_settings.seed,
             policy_settings.deterministic, ", ".join(f"{k}: {v}" for k, v in space.describe().items()),
         )
-        log.info("MLflow: experiment %r at %s, sweep run %s", tracker.experiment_name, tracker.tracking_uri,
-                 parent_run_id)
+        # MLflow's store (its schema migrations on a new SQLite file take seconds) and the
+        # sweep's run open in a thread while Ray starts; the trials wait for both.
+        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow-open")
+        opening = pool.submit(self._open_records, manifest, space, policy_settings, sweep_dir, arguments)
+        pool.shutdown(wait=False)
         status = "FAILED"
         try:
-            recorder, searcher = self._run_tune(space, composer, policy_settings, ray_cfg, tracker, parent_run_id,
-                                               sweep_dir, manifest)
+            recorder, searcher = self._run_tune(space, composer, policy_settings, ray_cfg, opening, sweep_dir,
+                                               manifest)
             status = "FINISHED"
         except KeyboardInterrupt:
             status = "KILLED"
@@ -113,9 +106,11 @@ class SweeperImpl:
         finally:
             if status != "FINISHED":
                 try:
+                    tracker, parent_run_id = opening.result()
                     tracker.finish(parent_run_id, status)
                 except Exception as exc:  # noqa: BLE001 - never hide why the sweep ended
                     log.error("could not mark the sweep's MLflow run %s: %s", status, exc)
+        tracker, parent_run_id = opening.result()
         self._finish(tracker, parent_run_id, recorder, searcher, sweep_dir, policy_settings)
 
     # ---------------------------------------------------------------- validation
@@ -207,6 +202,24 @@ class SweeperImpl:
         return OmegaConf.to_container(merged, resolve=True)  # type: ignore[return-value]
 
     # ---------------------------------------------------------------- MLflow parent run
+    def _open_records(self, manifest: SweepManifest | None, space: SearchSpace, settings: PolicySettings,
+                      sweep_dir: Path, arguments: list[str]) -> tuple[Any, str]:
+        """The MLflow tracker and the sweep's run: a resumed sweep's, reopened, or a new one."""
+        from sweeper.tracking import MLflowTracker
+
+        if manifest is not None:
+            tracker = MLflowTracker(manifest.tracking_uri, manifest.experiment_name)
+            parent_run_id = manifest.parent_run_id
+            tracker.reopen(parent_run_id)
+            log.info("Resuming the sweep of %s (MLflow run %s)", sweep_dir, parent_run_id)
+        else:
+            mlflow_cfg = self._block("mlflow")
+            tracker = MLflowTracker(str(mlflow_cfg["tracking_uri"]), str(mlflow_cfg["experiment_name"]))
+            parent_run_id = self._start_parent_run(tracker, space, settings, sweep_dir, arguments)
+        log.info("MLflow: experiment %r at %s, sweep run %s", tracker.experiment_name, tracker.tracking_uri,
+                 parent_run_id)
+        return tracker, parent_run_id
+
     def _start_parent_run(self, tracker: Any, space: SearchSpace, settings: PolicySettings, sweep_dir: Path,
                           arguments: list[str]) -> str:
         # Credentials in the config or on the command line never reach the records: the
@@ -248,7 +261,7 @@ class SweeperImpl:
 
     # ---------------------------------------------------------------- Ray Tune
     def _run_tune(self, space: SearchSpace, composer: TrialComposer, settings: PolicySettings,
-                  ray_cfg: dict[str, Any], tracker: Any, parent_run_id: str, sweep_dir: Path,
+                  ray_cfg: dict[str, Any], opening: Future[tuple[Any, str]], sweep_dir: Path,
                   manifest: SweepManifest | None = None) -> tuple[Any, Any]:
         for key, value in _TUNE_ENV.items():
             os.environ.setdefault(key, value)
@@ -260,6 +273,7 @@ class SweeperImpl:
         client = is_client_address(ray_cfg.get("address"))
         started_ray, env = self._start_ray(ray_cfg, client)
         try:
+            tracker, parent_run_id = opening.result()
             ctx = TrialContext(
                 hydra_context=self.hydra_context,  # type: ignore[arg-type]
                 composer=composer,

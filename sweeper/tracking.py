@@ -8,6 +8,7 @@ server), and a SQLite file never sees two writers.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import math
 import os
@@ -111,7 +112,7 @@ class MLflowTracker:
         for key, value in MLFLOW_HTTP_ENV.items():
             os.environ.setdefault(key, value)
         self.tracking_uri = absolute_tracking_uri(tracking_uri)
-        self.client = MlflowClient(self.tracking_uri)
+        self.client = _client(self.tracking_uri)
         exp = self.client.get_experiment_by_name(experiment_name)
         self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(
             experiment_name, artifact_location=default_artifact_location(self.tracking_uri, experiment_name)
@@ -218,6 +219,41 @@ class MLflowTracker:
         """The shell command that browses these records."""
         return f"mlflow ui --backend-store-uri {self.tracking_uri}" if not self.tracking_uri.startswith(
             "http") else f"open {self.tracking_uri}/#/experiments/{self.experiment_id}/runs"
+
+
+#: What MLflow's schema migrations fail with when another process runs them on the same new file.
+_MIGRATION_RACE = ("already exists", "duplicate column", "database is locked", "alembic_version")
+
+
+def _client(tracking_uri: str, attempts: int = 6) -> MlflowClient:
+    """An ``MlflowClient``, which creates a new SQLite store's tables as it opens it.
+
+    Two processes opening the same new SQLite file at once (sweeps started together, a
+    sweep and ``mlflow ui``, a script polling for runs) both run MLflow's schema
+    migrations, and the slower one fails ("table ... already exists", "duplicate column
+    name", an ``alembic_version`` mismatch): MLflow does not lock around them. Trackers
+    take turns through an exclusive ``flock`` on the database file (SQLite's own locks are
+    ``fcntl`` locks, independent of it); against any other process, opening again once the
+    other has finished succeeds.
+    """
+    path = tracking_uri[len("sqlite:///"):] if tracking_uri.startswith("sqlite:///") else None
+    for attempt in range(attempts):
+        try:
+            if path is None or path == ":memory:":
+                return MlflowClient(tracking_uri)
+            with open(path, "ab") as db_file:  # an empty file is a new SQLite database
+                fcntl.flock(db_file, fcntl.LOCK_EX)
+                try:
+                    return MlflowClient(tracking_uri)
+                finally:
+                    fcntl.flock(db_file, fcntl.LOCK_UN)
+        except Exception as exc:  # noqa: BLE001 - SQLAlchemy's or alembic's error, wrapped or not
+            race = path is not None and any(m in str(exc) for m in _MIGRATION_RACE)
+            if attempt == attempts - 1 or not race:
+                raise
+            log.info("another process is creating the MLflow tables of %s; opening it again", tracking_uri)
+            time.sleep(1.0 + attempt)
+    raise AssertionError("unreachable")
 
 
 def _tags(tags: Mapping[str, Any] | None) -> list[RunTag]:

@@ -36,7 +36,7 @@ def _launch_and_kill(tmp_path: Path, tracking_uri: str, executions: Path) -> sub
            "sleep_s=3", f"executions_log={executions}"]
     with open(tmp_path / "first.log", "w") as out:
         proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    client = MlflowClient(tracking_uri)
+    client = None  # MlflowClient() creates a new store's tables at once: not before the sweep has
     deadline = time.monotonic() + 240
     while time.monotonic() < deadline:
         time.sleep(0.5)
@@ -44,6 +44,7 @@ def _launch_and_kill(tmp_path: Path, tracking_uri: str, executions: Path) -> sub
             raise AssertionError(f"the sweep ended before it could be killed:\n{(tmp_path / 'first.log').read_text()}")
         if "MLflow: experiment" not in (tmp_path / "first.log").read_text():
             continue  # the sweep creates the store's tables; reading before that would race it
+        client = client or MlflowClient(tracking_uri)
         try:
             runs = _children(client)
         except Exception:  # noqa: BLE001 - the database may be mid-creation

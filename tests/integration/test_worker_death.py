@@ -43,13 +43,14 @@ def test_a_dead_node_costs_one_attempt_and_the_sweep_completes(tmp_path: Path) -
         log = tmp_path / "sweep.log"
         with open(log, "w") as out:
             proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
-        client = MlflowClient(tracking_uri)
+        client = None  # MlflowClient() creates a new store's tables at once: not before the sweep has
         deadline = time.monotonic() + 240
         while True:  # both nodes busy: one of the two running trials is on node_b
             time.sleep(0.5)
             assert time.monotonic() < deadline and proc.poll() is None, log.read_text()[-4000:]
             if "MLflow: experiment" not in log.read_text():
                 continue
+            client = client or MlflowClient(tracking_uri)
             if sum(r.info.status == "RUNNING" for r in _children(client)) >= 2:
                 break
         node_b = next(n for n in cluster.nodes if n.name == "node_b")

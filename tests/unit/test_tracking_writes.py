@@ -1,0 +1,69 @@
+"""The tracker's write path on a real SQLite store: what one trial's records cost is what the sweep pays."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from sweeper.tracking import MLflowTracker
+
+
+def test_a_run_is_created_with_its_tags_and_its_text_artifacts_land_in_its_folder(tmp_path: Path) -> None:
+    tracker = MLflowTracker(f"sqlite:///{tmp_path / 'mlruns.db'}", "writes")
+    parent = tracker.start_run("sweep", tags={"role": "sweep"})
+    run_id = tracker.start_run("trial-0001", parent_run_id=parent, params={"x": 0.25, "api_key": "s3cret"},
+                               tags={"phase": "sobol", "skipped": None, "password": "hunter2"})
+    tracker.log_text(run_id, '{"a": 1} https://user:pw@host/x', "conditions.json")
+    tracker.log_text(run_id, "nested", "logs/deep/file.txt")
+    tracker.finish(run_id)
+
+    run = tracker.client.get_run(run_id)
+    tags = run.data.tags
+    assert tags["sweeper.phase"] == "sobol" and "sweeper.skipped" not in tags
+    assert tags["sweeper.password"] == "***" and run.data.params == {"x": "0.25", "api_key": "***"}
+    assert tags["mlflow.runName"] == "trial-0001" and tags["mlflow.parentRunId"] == parent
+    assert run.info.status == "FINISHED"
+    folder = Path(tracker.client.download_artifacts(run_id, "", str(tmp_path / "down")))
+    assert (folder / "conditions.json").read_text() == '{"a": 1} https://user:***@host/x'  # redacted on the way
+    assert (folder / "logs" / "deep" / "file.txt").read_text() == "nested"
+    assert sorted(a.path for a in tracker.client.list_artifacts(run_id)) == ["conditions.json", "logs"]
+
+
+def test_text_artifacts_of_a_run_created_elsewhere_take_mlflows_own_path(tmp_path: Path) -> None:
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    run_id = MLflowTracker(uri, "writes").start_run("made by another tracker")
+    other = MLflowTracker(uri, "writes")
+    other.log_text(run_id, "hello", "notes.txt")
+    folder = Path(other.client.download_artifacts(run_id, "notes.txt", str(tmp_path / "down")))
+    assert folder.read_text() == "hello"
+
+
+def test_a_sqlite_store_is_put_in_write_ahead_log_mode(tmp_path: Path) -> None:
+    db = tmp_path / "mlruns.db"
+    MLflowTracker(f"sqlite:///{db}", "writes")
+    with sqlite3.connect(db) as connection:
+        assert connection.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_processes_opening_one_new_sqlite_store_at_once_all_get_it(tmp_path: Path) -> None:
+    """MLflow's migrations race when several processes create a store's tables together (the
+    slower ones fail with "table ... already exists"); the tracker opens the store again."""
+    import subprocess
+    import sys
+    import time
+
+    go = tmp_path / "go"
+    script = (
+        "import pathlib, sys, time\n"
+        "from sweeper.tracking import MLflowTracker\n"
+        f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)\n"
+        f"MLflowTracker('sqlite:///{tmp_path / 'mlruns.db'}', 'race')\n"
+        "print('opened')\n"
+    )
+    procs = [subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True) for _ in range(3)]
+    time.sleep(3.0)  # all three have imported mlflow and wait for the signal
+    go.touch()
+    outputs = [p.communicate(timeout=180) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0, 0], [err[-2000:] for _, err in outputs]
+    assert all(out.strip() == "opened" for out, _ in outputs)
