@@ -5,6 +5,16 @@ importable without it, and pandas only when a sweep is loaded. Every trial run o
 sweep is fetched with paginated ``search_runs`` calls of up to 50,000 runs each (MLflow's
 own maximum), one query per page whatever the number of runs.
 
+The trial runs of a SQLite store are read with four read-only SQL queries
+instead (the runs, then their params, tags and latest metrics): ``search_runs`` builds a
+SQLAlchemy object for every param, tag and metric, about 4 ms per trial run of ~55
+values (measured: 45 s of a 60 s load of 10,000 trials on 2 cores), while the SQL reads
+the same rows in 1-2 s. It reads MLflow's own tables (``runs``, ``tags``, ``params``,
+``latest_metrics``) with the filters of MLflow's SQL store (the experiment,
+``lifecycle_stage = 'active'``, the parent tag) and in its order; any SQLite error falls
+back to ``search_runs``, and a unit test checks that both give the same frame
+(``tests/unit/test_runs_sqlite.py``).
+
 The trial table has one row per trial run (a retried trial has one row per attempt):
 
 ========================  ===========================================================
@@ -31,11 +41,13 @@ from __future__ import annotations
 import json
 import logging
 import math
+import sqlite3
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -175,15 +187,7 @@ def load_sweep(experiment: str, tracking_uri: str = "sqlite:///mlruns.db", run_i
             raise SweepNotFoundError(f"run {run_id!r} is not a sweep of experiment {experiment!r};{hint}. "
                                      f"Pass the sweep's parent run id, or leave --run out for the latest sweep.")
     parent_id = parent.info.run_id
-    runs = []
-    token = None
-    while True:
-        page = client.search_runs([exp.experiment_id], f"tags.`{PARENT_TAG}` = '{parent_id}'",
-                                  max_results=PAGE_SIZE, page_token=token)
-        runs.extend(page)
-        token = page.token
-        if not token:
-            break
+    runs = child_runs(client, uri, exp.experiment_id, parent_id)
     settings = dict(parent.data.params)
     return SweepRecords(
         experiment=experiment,
@@ -197,6 +201,87 @@ def load_sweep(experiment: str, tracking_uri: str = "sqlite:///mlruns.db", run_i
         trials=trials_frame(runs),
         parent_tags=dict(parent.data.tags),
     )
+
+
+class RunRecord(NamedTuple):
+    """What the trial table needs of one MLflow run (the parts of ``mlflow.entities.Run`` it reads)."""
+
+    run_id: str
+    status: str
+    start_time: int | None
+    end_time: int | None
+    params: dict[str, str]
+    metrics: dict[str, float]
+    tags: dict[str, str | None]
+
+
+def child_runs(client: Any, tracking_uri: str, experiment_id: str, parent_id: str) -> list[RunRecord]:
+    """Every active run of the experiment tagged as a child of ``parent_id``, latest started first.
+
+    SQLite stores are read directly (:func:`sqlite_child_runs`, see the module docstring);
+    other stores, or a SQLite file whose tables do not read as expected, through
+    ``search_runs`` pages.
+    """
+    if tracking_uri.startswith("sqlite:///"):
+        try:
+            return sqlite_child_runs(Path(tracking_uri[len("sqlite:///"):]), experiment_id, parent_id)
+        except sqlite3.Error as exc:
+            log.debug("reading %s with SQL failed (%s); using MLflow's search_runs", tracking_uri, exc)
+    return search_child_runs(client, experiment_id, parent_id)
+
+
+def search_child_runs(client: Any, experiment_id: str, parent_id: str) -> list[RunRecord]:
+    """:func:`child_runs` through MLflow's public ``search_runs``, pages of ``PAGE_SIZE`` runs."""
+    runs: list[RunRecord] = []
+    token = None
+    while True:
+        page = client.search_runs([experiment_id], f"tags.`{PARENT_TAG}` = '{parent_id}'",
+                                  max_results=PAGE_SIZE, page_token=token)
+        runs.extend(run_record(run) for run in page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def sqlite_child_runs(db_path: Path, experiment_id: str, parent_id: str) -> list[RunRecord]:
+    """:func:`child_runs` read from MLflow's SQLite file with read-only SQL.
+
+    The same selection and order as MLflow's ``search_runs`` with the filter
+    ``tags.mlflow.parentRunId = '<parent_id>'`` (active runs of the experiment, ordered by
+    ``start_time`` descending, then run id), and the same values: a metric's latest value,
+    NaN where MLflow stored ``is_nan``.
+
+    Raises:
+        sqlite3.Error: The file cannot be opened read-only, or lacks MLflow's tables.
+    """
+    children = "SELECT c.run_uuid FROM tags c WHERE c.key = ? AND c.value = ?"
+    bound = (PARENT_TAG, parent_id)
+    with closing(sqlite3.connect(f"{db_path.resolve().as_uri()}?mode=ro", uri=True)) as con:
+        rows = con.execute(
+            f"SELECT run_uuid, status, start_time, end_time FROM runs WHERE run_uuid IN ({children}) "
+            "AND experiment_id = ? AND lifecycle_stage = 'active' ORDER BY start_time DESC, run_uuid",
+            (*bound, int(experiment_id))).fetchall()
+        by_id = {r[0]: RunRecord(r[0], r[1], r[2], r[3], {}, {}, {}) for r in rows}
+        for run_uuid, key, value in con.execute(
+                f"SELECT run_uuid, key, value FROM params WHERE run_uuid IN ({children})", bound):
+            if run_uuid in by_id:
+                by_id[run_uuid].params[key] = value
+        for run_uuid, key, value in con.execute(
+                f"SELECT run_uuid, key, value FROM tags WHERE run_uuid IN ({children})", bound):
+            if run_uuid in by_id:
+                by_id[run_uuid].tags[key] = value
+        for run_uuid, key, value, is_nan in con.execute(
+                f"SELECT run_uuid, key, value, is_nan FROM latest_metrics WHERE run_uuid IN ({children})", bound):
+            if run_uuid in by_id:
+                by_id[run_uuid].metrics[key] = math.nan if is_nan else float(value)
+    return list(by_id.values())
+
+
+def run_record(run: Any) -> RunRecord:
+    """The :class:`RunRecord` of an MLflow ``Run`` (or anything with its ``info`` and ``data``)."""
+    info, data = run.info, run.data
+    return RunRecord(info.run_id, info.status, info.start_time, info.end_time, dict(data.params),
+                     dict(data.metrics), dict(data.tags))
 
 
 def _space(client: Any, run_id: str, settings: Mapping[str, str]) -> SearchSpace | None:
@@ -217,52 +302,77 @@ def _space(client: Any, run_id: str, settings: Mapping[str, str]) -> SearchSpace
         return None
 
 
-def trials_frame(runs: list[Any]) -> pd.DataFrame:
-    """Turn MLflow ``Run`` objects into the trial table (see the module docstring), sorted by index."""
+def trials_frame(runs: Sequence[Any]) -> pd.DataFrame:
+    """Turn MLflow ``Run`` objects or :class:`RunRecord` s into the trial table (module docstring), sorted by index.
+
+    Built column by column (a missing param, metric or tag is NaN, as in a frame built
+    from one dict per run), and each distinct param text is parsed once: a sweep's config
+    leaves mostly repeat, which makes 10,000 runs take about a second, not five.
+    """
     import pandas as pd
 
-    rows = []
-    for run in runs:
-        tags, info = run.data.tags, run.info
-        metrics = dict(run.data.metrics)
-        duration = metrics.pop(DURATION_METRIC, None)
+    records = [run if isinstance(run, RunRecord) else run_record(run) for run in runs]
+    n = len(records)
+    base: dict[str, list[Any]] = {name: [] for name in BASE_COLUMNS}
+    extra: dict[str, list[Any]] = {}
+
+    def column(name: str) -> list[Any]:
+        values = extra.get(name)
+        if values is None:
+            values = extra[name] = [math.nan] * n
+        return values
+
+    for i, run in enumerate(records):
+        tags = run.tags
+        duration = run.metrics.get(DURATION_METRIC)
         if duration is None:
             duration = parse_number(tags.get("sweeper.duration_s", "nan"))
-        row: dict[str, Any] = {
-            "index": int(parse_number(tags.get("sweeper.trial_index", "-1"))),
-            "run_id": info.run_id,
-            "status": info.status,
-            "phase": tags.get("sweeper.phase"),
-            "batch": parse_number(tags.get("sweeper.batch", "-1")),
-            "duration_s": float(duration) if isinstance(duration, (int, float)) else math.nan,
-            "start_time": info.start_time,
-            "end_time": info.end_time,
-            "error": tags.get("sweeper.error"),
-        }
-        row.update({f"param.{k}": v for k, v in run.data.params.items()})
-        row.update({f"metric.{k}": v for k, v in metrics.items()})
-        row.update({f"tag.{k[len(TAG_PREFIX):]}": v for k, v in tags.items() if k.startswith(TAG_PREFIX)})
-        rows.append(row)
-    frame = pd.DataFrame(rows, columns=None if rows else list(BASE_COLUMNS))
+        base["index"].append(int(parse_number(tags.get("sweeper.trial_index", "-1"))))
+        base["run_id"].append(run.run_id)
+        base["status"].append(run.status)
+        base["phase"].append(tags.get("sweeper.phase"))
+        base["batch"].append(tags.get("sweeper.batch", "-1"))
+        base["duration_s"].append(float(duration) if isinstance(duration, (int, float)) else math.nan)
+        base["start_time"].append(run.start_time)
+        base["end_time"].append(run.end_time)
+        base["error"].append(tags.get("sweeper.error"))
+        for k, v in run.params.items():
+            column(f"param.{k}")[i] = v
+        for k, v in run.metrics.items():
+            if k != DURATION_METRIC:
+                column(f"metric.{k}")[i] = v
+        for k, v in tags.items():
+            if k.startswith(TAG_PREFIX):
+                column(f"tag.{k[len(TAG_PREFIX):]}")[i] = v
+    data: dict[str, Any] = {name: base[name] for name in BASE_COLUMNS}
+    data["batch"] = _numeric_column(base["batch"])
+    for name in sorted(extra):
+        data[name] = _numeric_column(extra[name]) if name.startswith("param.") else extra[name]
+    frame = pd.DataFrame(data) if n else pd.DataFrame([], columns=list(BASE_COLUMNS))
     for name in ("start_time", "end_time"):
         frame[name] = pd.to_datetime(frame[name], unit="ms", utc=True)
-    for name in [c for c in frame.columns if c.startswith("param.")]:
-        frame[name] = _numeric_column(frame[name])
-    frame["batch"] = _numeric_column(frame["batch"])
-    ordered = [*BASE_COLUMNS, *sorted(c for c in frame.columns if c not in BASE_COLUMNS)]
-    frame = frame[ordered].sort_values(["index", "start_time"], kind="stable").reset_index(drop=True)
-    return frame
+    if not n:
+        frame["batch"] = _numeric_column([])
+    return frame.sort_values(["index", "start_time"], kind="stable").reset_index(drop=True)
 
 
-def _numeric_column(column: pd.Series) -> pd.Series:
+def _numeric_column(column: Sequence[Any]) -> pd.Series:
     """Parse a text column's numbers: int64 if all whole, float64 if all numeric, else per cell."""
     import pandas as pd
 
-    parsed = [parse_number(v) for v in column]
-    present = [v for v in parsed if v is not None and not (isinstance(v, float) and math.isnan(v))]
-    missing = len(present) < len(parsed)
+    memo: dict[Any, Any] = {}  # each distinct text is parsed once
+    parsed = []
+    for v in column:
+        try:
+            p = memo[v]
+        except KeyError:
+            p = memo[v] = parse_number(v)
+        parsed.append(p)
+    distinct = list(memo.values())
+    present = [v for v in distinct if v is not None and not (isinstance(v, float) and math.isnan(v))]
+    missing = len(present) < len(distinct)
     if present and all(isinstance(v, int) and not isinstance(v, bool) for v in present) and not missing:
-        return pd.Series(parsed, index=column.index, dtype="int64")
+        return pd.Series(parsed, dtype="int64")
     if present and all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in present):
-        return pd.Series([math.nan if v is None else v for v in parsed], index=column.index, dtype="float64")
-    return pd.Series(parsed, index=column.index, dtype="object")
+        return pd.Series([math.nan if v is None else v for v in parsed], dtype="float64")
+    return pd.Series(parsed, dtype="object")

@@ -155,7 +155,7 @@ def build_report(
                     if not biased else "not asked for")
     else:
         try:
-            X = unit_points(records.space, [_point(row, records) for _, row in kept.iterrows()])
+            X = unit_points(records.space, _points(kept, records))
             sur = surrogate_curve(X, values, maximize=maximize, n_points=n_points, n_samples=n_samples,
                                   n_point_sets=n_point_sets, seed=seed, categories=records.space.categories())
         except SurrogateUnavailable as exc:
@@ -236,18 +236,26 @@ def _durations(frame: Any) -> np.ndarray | None:
     return d if np.all(np.isfinite(d)) and np.all(d >= 0) else None
 
 
-def _point(row: Any, records: SweepRecords) -> dict[str, Any]:
-    """A trial's point under the space's dimension names (MLflow keys replace odd characters by ``_``)."""
+def _points(kept: Any, records: SweepRecords) -> list[dict[str, Any]]:
+    """Each trial's point under the space's dimension names (MLflow keys replace odd characters by ``_``).
+
+    Read column by column (``iterrows`` took 3 s for 10,000 trials); no space: empty points,
+    which :func:`~sweeper.report.surrogate.unit_points` turns into its explanation.
+    """
     import re
 
-    assert records.space is not None
-    point = {}
+    if records.space is None:
+        return [{} for _ in range(len(kept))]
+    columns: dict[str, list[Any]] = {}
     for name, dim in zip(records.space.names, records.space.dims):
         key = f"param.{name}"
-        if key not in row.index:
+        if key not in kept.columns:
             key = "param." + re.sub(r"[^A-Za-z0-9_\-. /]", "_", name)
-        point[name] = _as_choice(dim, row[key]) if key in row.index else None
-    return point
+        values = kept[key].tolist() if key in kept.columns else [None] * len(kept)
+        columns[name] = [_as_choice(dim, v) for v in values] if key in kept.columns else values
+    if not columns:
+        return [{} for _ in range(len(kept))]
+    return [dict(zip(columns, cells)) for cells in zip(*columns.values())]
 
 
 def _as_choice(dim: Any, value: Any) -> Any:

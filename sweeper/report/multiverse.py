@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from sweeper.analysis.multiverse import (
     MultiverseFit,
@@ -55,7 +56,7 @@ from sweeper.analysis.multiverse_plots import (
 from sweeper.design import as_generator
 from sweeper.interaction import CONCLUSIVE_LOG10
 from sweeper.kernels import KERNELS
-from sweeper.report.build import ReportError, _finite, _point, log_files
+from sweeper.report.build import ReportError, _finite, _points, log_files
 from sweeper.report.document import OutputDir
 from sweeper.report.filtering import TrialFilter, parse_filter, select_trials
 
@@ -120,6 +121,10 @@ def _excluded_points(space: Any, points: list[dict[str, Any]]) -> np.ndarray:
     return np.array(rows).reshape(-1, space.d)
 
 
+# One BLAS thread for the GP work, as in the searcher (sweeper.policy.single_threaded_blas): threaded
+# OpenBLAS on a busy machine slows small factorisations 5-20x (surrogate fit of a 10,000-trial
+# report at load 8 on 2 cores: 74 s threaded, 3-5 s on one thread).
+@threadpool_limits.wrap(limits=1, user_api="blas")
 def build_multiverse(
     records: SweepRecords, *, out_dir: Path, metric: str | None = None, trial_filter: str | TrialFilter | None = None,
     kernel: str = "matern52-ard", others: str = "centre", resolution: int = 40, seed: int = 0,
@@ -152,11 +157,11 @@ def build_multiverse(
     if resolution < 2:
         raise ReportError(f"--resolution {resolution} is too small: a map needs at least 2 points per axis")
     try:
-        U_in = space.to_unit([_point(row, records) for _, row in kept.iterrows()])
+        U_in = space.to_unit(_points(kept, records))
     except (KeyError, ValueError) as exc:
         raise ReportError(f"a trial's point does not fit the sweep's recorded search space: {exc}") from None
     y_in = kept[f"metric.{metric}"].to_numpy(dtype=np.float64)
-    U_out = _excluded_points(space, [_point(row, records) for _, row in excluded.iterrows()])
+    U_out = _excluded_points(space, _points(excluded, records))
     fit_rows = np.arange(len(y_in))
     if len(fit_rows) > max_fit_points:
         fit_rows = np.sort(as_generator([seed, 3]).choice(len(y_in), size=max_fit_points, replace=False))

@@ -128,6 +128,8 @@ def surrogate_curve(
         SurrogateUnavailable: Fewer than 4 trials, or the GP fit fails.
         ValueError: Malformed settings.
     """
+    from threadpoolctl import threadpool_limits
+
     from sweeper.gp import fit_gp
 
     X = np.asarray(X, dtype=np.float64)
@@ -142,16 +144,20 @@ def surrogate_curve(
     fit_index = np.arange(n)
     if n > max_fit_points:
         fit_index = np.sort(as_generator([seed, 3]).choice(n, size=max_fit_points, replace=False))
-    try:
-        gp = fit_gp(X[fit_index], y[fit_index], seed=[seed, 0], categories=categories)
-    except (RuntimeError, ValueError) as exc:
-        raise SurrogateUnavailable(f"the GP fit failed: {exc}") from None
     counts = np.full(n_point_sets, n_samples // n_point_sets)
     counts[: n_samples % n_point_sets] += 1
-    samples = np.vstack([
-        gp.sample_posterior(random_design(n_points, X.shape[1], [seed, 1, b]), int(c), [seed, 2, b])
-        for b, c in enumerate(counts)
-    ])  # (S, M)
+    # One BLAS thread: on a busy machine threaded OpenBLAS spins against the other processes
+    # (measured, 10,000-trial report at load 8 on 2 cores: the 300-point fit took 74 s threaded,
+    # 3-5 s on one thread); the same setting as the searcher's (sweeper.policy.single_threaded_blas).
+    with threadpool_limits(limits=1, user_api="blas"):
+        try:
+            gp = fit_gp(X[fit_index], y[fit_index], seed=[seed, 0], categories=categories)
+        except (RuntimeError, ValueError) as exc:
+            raise SurrogateUnavailable(f"the GP fit failed: {exc}") from None
+        samples = np.vstack([
+            gp.sample_posterior(random_design(n_points, X.shape[1], [seed, 1, b]), int(c), [seed, 2, b])
+            for b, c in enumerate(counts)
+        ])  # (S, M)
     curve = surrogate_expected_max(samples, n_max=n_max or n, maximize=maximize, level=level)
     return SurrogateCurve(curve=curve, n_fit=int(fit_index.size), n_finished=n,
                           hyperparameters=gp.hyperparameters(), n_points=n_points, n_samples=n_samples,

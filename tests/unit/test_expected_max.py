@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import itertools
 import math
 from fractions import Fraction
@@ -241,3 +242,29 @@ def test_surrogate_single_sample_and_minimize() -> None:
 def test_surrogate_bad_input(samples: object, kwargs: dict[str, float], match: str) -> None:
     with pytest.raises(ValueError, match=match):
         surrogate_expected_max(samples, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("ties", [False, True])  # distinct scores; 4,000 of them tied in pairs
+def test_without_replacement_hankel_tiles_match_term_by_term(ties: bool) -> None:
+    # Above 2^15 distinct scores the curve goes through FFT tiles; compare with evaluating
+    # every kept term (the path of smaller samples), budgets 1..N and a cut n_max.
+    module = importlib.import_module("sweeper.analysis.expected_max")  # the function shadows the module
+    rng = np.random.default_rng(5)
+    v = rng.normal(size=40_000)
+    if ties:
+        v[:4000] = v[4000:8000]
+    x = np.sort(v)
+    starts = np.flatnonzero(np.diff(x, prepend=-np.inf))
+    counts = np.diff(starts, append=x.size)
+    assert starts.size > module._DIRECT_MAX_N
+    w = x[starts] - x[-1]
+    coef = np.stack([w[1:] - w[:-1], w[:-1] ** 2 - w[1:] ** 2])
+    direct = module._Hypergeometric(counts, coef).direct(1, x.size + 1, 0)
+    em = expected_max(v, without_replacement=True)
+    span = np.ptp(v)
+    np.testing.assert_allclose(em.mean, np.maximum.accumulate(x[-1] - direct[0]), rtol=0, atol=1e-10 * span)
+    var = np.clip(direct[1] - direct[0] ** 2, 0, None)
+    np.testing.assert_allclose(em.std, np.sqrt(var), rtol=0, atol=1e-5 * span)  # sqrt near 0 amplifies
+    assert em.mean[-1] == pytest.approx(x[-1], abs=1e-10 * span)  # all N: the observed max
+    cut = expected_max(v, without_replacement=True, n_max=10_000)
+    np.testing.assert_allclose(cut.mean, em.mean[:10_000], rtol=0, atol=1e-10 * span)
