@@ -20,7 +20,10 @@ What, in one run, each variant ``--repeats`` times and in alternating order:
    For both, the span is measured twice: inside the trainable (``time.time()`` at start
    and end, read from the ResultGrid) and in the driver (a Tune callback at trial start
    and completion: where our recorder writes, so the like-for-like comparison with 1).
-4. **MLflow SQLite alone**: the tracker's calls per trial as the recorder makes them
+4. **ours, MLflow writes off** (a diagnostic, ``bench/apps/trivial_no_records.py``): ours
+   (sobol) with the trial runs' writes replaced by timestamps taken where MLflow would
+   stamp the runs, to say how much of ours is MLflow.
+5. **MLflow SQLite alone**: the tracker's calls per trial as the recorder makes them
    (create the run with its params and tags, log metrics and the other tags, write
    ``conditions.json``, close), with the numbers of params, tags and metrics of a real
    trial run, median over ``--mlflow-runs`` runs, and the CPU time they take.
@@ -55,6 +58,8 @@ from typing import Any
 from bench.report import fmt, markdown_table, median, write_results
 
 APPS = Path(__file__).resolve().parent / "apps"
+#: The diagnostic variant: ours with the trial runs' MLflow writes replaced by timestamps.
+NO_RECORDS = "ours sobol, MLflow writes off (diagnostic)"
 EXPERIMENT = "bench-trivial"
 SPACE = {"x": "interval(0, 1)", "y": "interval(0, 1)"}
 
@@ -83,6 +88,7 @@ def run(args: argparse.Namespace) -> None:
     variants = {
         "ours sobol": lambda tmp: run_ours("sobol", args.trials, args.num_cpus, tmp, args.timeout),
         "ours ivr": lambda tmp: run_ours("ivr", args.trials, args.num_cpus, tmp, args.timeout),
+        NO_RECORDS: lambda tmp: run_ours("sobol", args.trials, args.num_cpus, tmp, args.timeout, records=False),
         "Tune defaults (reuse_actors=False)": lambda tmp: run_tune(False, args.defaults_trials or args.trials,
                                                                    args.num_cpus, tmp, args.timeout),
         "Tune reuse_actors=True": lambda tmp: run_tune(True, args.trials, args.num_cpus, tmp, args.timeout),
@@ -105,16 +111,25 @@ def run(args: argparse.Namespace) -> None:
 
 
 # ---------------------------------------------------------------------- the variants
-def run_ours(strategy: str, n: int, num_cpus: int, tmp: Path, timeout: int) -> dict[str, Any]:
-    """One sweep through the real Hydra command line; the span from its MLflow child runs."""
+def run_ours(strategy: str, n: int, num_cpus: int, tmp: Path, timeout: int, records: bool = True) -> dict[str, Any]:
+    """One sweep through the real Hydra command line; the span from its MLflow child runs.
+
+    ``records=False`` runs ``bench/apps/trivial_no_records.py``: the same sweep with the
+    trial runs' MLflow writes replaced by timestamps taken where MLflow would stamp them.
+    """
     uri = f"sqlite:///{tmp / 'mlruns.db'}"
-    cmd = [sys.executable, str(APPS / "trivial.py"), "--multirun", "hydra/sweeper=multiverse",
+    app = "trivial.py" if records else "trivial_no_records.py"
+    cmd = [sys.executable, str(APPS / app), "--multirun", "hydra/sweeper=multiverse",
            f"hydra.sweeper.strategy={strategy}", f"hydra.sweeper.num_trials={n}", f"ray.num_cpus={num_cpus}",
            f"hydra.sweep.dir={tmp / 'sweep'}", f"mlflow.tracking_uri={uri}"]
     if strategy == "ivr":
         cmd += ["hydra.sweeper.n_initial=8", "hydra.sweeper.batch_size=8"]
-    launched, wall = _timed_subprocess(cmd, tmp, timeout)
-    spans, payload = _child_runs(uri)
+    spans_file = tmp / "spans.json"
+    launched, wall = _timed_subprocess(cmd, tmp, timeout, {"BENCH_SPANS_OUT": str(spans_file)})
+    if records:
+        spans, payload = _child_runs(uri)
+    else:
+        spans, payload = [tuple(s) for s in json.loads(spans_file.read_text())], {}
     return {**_span_stats(spans, n), "wall_s": wall, "startup_s": min(s for s, _ in spans) - launched,
             "trial_run_payload": payload, "command": " ".join(cmd)}
 
@@ -188,11 +203,13 @@ def searcher_time(n: int, concurrency: int) -> dict[str, Any]:
     (the real driver pays that once, at its first GP ask).
     """
     import sweeper.policy as policy_module
+    from sweeper.gp import fit_gp
     from sweeper.policy import MultiversePolicy, PolicySettings
     from sweeper.space import SearchSpace
 
-    policy_module.fit_gp([[0.0], [1.0]], [0.0, 1.0], seed=0, n_restarts=1)  # import GPy, untimed
-    spent: dict[str, list[float]] = {"fit_gp": [], "select_ivr_batch": [], "sobol_design": []}
+    fit_gp([[0.0], [1.0]], [0.0, 1.0], seed=0, n_restarts=1)  # import GPy, untimed
+    # The policy's GP fit (through its output warping), its batches and its Sobol designs.
+    spent: dict[str, list[float]] = {"fit_warped_gp": [], "select_ivr_batch": [], "sobol_design": []}
 
     def timed(name: str, fn: Any) -> Any:
         def wrapper(*a: Any, **k: Any) -> Any:
@@ -229,7 +246,7 @@ def searcher_time(n: int, concurrency: int) -> dict[str, Any]:
     gp_asks = asks[8:]
     return {"trials": n, "concurrency": concurrency, "total_s": sum(asks),
             "median_gp_ask_ms": 1e3 * median(gp_asks), "max_ask_ms": 1e3 * max(asks),
-            "gp_fits": len(spent["fit_gp"]), "fit_s": sum(spent["fit_gp"]),
+            "gp_fits": len(spent["fit_warped_gp"]), "fit_s": sum(spent["fit_warped_gp"]),
             "ivr_batches": len(spent["select_ivr_batch"]), "ivr_s": sum(spent["select_ivr_batch"]),
             "sobol_designs": len(spent["sobol_design"]), "sobol_s": sum(spent["sobol_design"])}
 
@@ -342,9 +359,10 @@ def _trial_context(hydra_context: Any, cfg: Any, task: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- helpers and tables
-def _timed_subprocess(cmd: list[str], cwd: Path, timeout: int) -> tuple[float, float]:
+def _timed_subprocess(cmd: list[str], cwd: Path, timeout: int,
+                      extra_env: dict[str, str] | None = None) -> tuple[float, float]:
     """Run ``cmd``; return (epoch time at launch, wall seconds). Raise with its output if it fails."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
     launched, t = time.time(), time.perf_counter()
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
     wall = time.perf_counter() - t
@@ -404,6 +422,8 @@ def overhead_markdown(raw: dict[str, list[dict[str, Any]]], mlflow: dict[str, An
          ratio(ours, reuse, "wall_s")],
         ["Tune defaults / ours (sobol)", ratio(default, ours, "per_trial_ms"), ratio(default, ours, "wall_s")],
         ["ours ivr / ours sobol", ratio(ivr, ours, "per_trial_ms"), ratio(ivr, ours, "wall_s")],
+        ["ours sobol, MLflow writes off / Tune reuse_actors=True", ratio(raw[NO_RECORDS], reuse, "per_trial_ms"),
+         ratio(raw[NO_RECORDS], reuse, "wall_s")],
     ])
     extra = markdown_table(["measurement", "value"], [
         ["MLflow SQLite alone: one trial's records as the recorder writes them (create the run with its params "
@@ -418,6 +438,8 @@ def overhead_markdown(raw: dict[str, list[dict[str, Any]]], mlflow: dict[str, An
          f"({fmt(searcher['ivr_s'])} s), {searcher['sobol_designs']} Sobol designs ({fmt(searcher['sobol_s'])} s); median GP ask {fmt(searcher['median_gp_ask_ms'])} ms, "
          f"max {fmt(searcher['max_ask_ms'])} ms"],
         ["ivr − sobol, per trial (driver span)", f"{fmt(_med(ivr, 'per_trial_ms') - _med(ours, 'per_trial_ms'))} ms"],
+        ["MLflow writes' share: ours sobol − the same with writes off, per trial (driver span)",
+         f"{fmt(_med(ours, 'per_trial_ms') - _med(raw[NO_RECORDS], 'per_trial_ms'))} ms"],
     ])
     note = (f"Medians of {args.repeats} run(s) per variant, {args.num_cpus} CPUs for Ray. Driver span: first "
             "trial start to last trial end as the driver sees them (ours: MLflow child runs' start/end "

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-PACKAGES = ("ray", "mlflow", "hydra-core", "GPy", "emukit", "numpy", "scipy")
+PACKAGES = ("ray", "mlflow", "hydra-core", "GPy", "emukit", "botorch", "gpytorch", "torch", "numpy", "scipy")
 
 
 def machine() -> dict[str, Any]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import math
 from fractions import Fraction
@@ -14,6 +13,7 @@ from hypothesis import strategies as st
 
 from sweeper.analysis import ExpectedMax, expected_max
 from sweeper.analysis.expected_max import SurrogateExpectedMax, surrogate_expected_max
+from sweeper.analysis.order_statistics import _DIRECT_MAX_N, _Hypergeometric
 
 
 def _enumerate(values: list[float], n: int, *, replace: bool) -> tuple[float, float]:
@@ -248,7 +248,6 @@ def test_surrogate_bad_input(samples: object, kwargs: dict[str, float], match: s
 def test_without_replacement_hankel_tiles_match_term_by_term(ties: bool) -> None:
     # Above 2^15 distinct scores the curve goes through FFT tiles; compare with evaluating
     # every kept term (the path of smaller samples), budgets 1..N and a cut n_max.
-    module = importlib.import_module("sweeper.analysis.expected_max")  # the function shadows the module
     rng = np.random.default_rng(5)
     v = rng.normal(size=40_000)
     if ties:
@@ -256,10 +255,10 @@ def test_without_replacement_hankel_tiles_match_term_by_term(ties: bool) -> None
     x = np.sort(v)
     starts = np.flatnonzero(np.diff(x, prepend=-np.inf))
     counts = np.diff(starts, append=x.size)
-    assert starts.size > module._DIRECT_MAX_N
+    assert starts.size > _DIRECT_MAX_N
     w = x[starts] - x[-1]
     coef = np.stack([w[1:] - w[:-1], w[:-1] ** 2 - w[1:] ** 2])
-    direct = module._Hypergeometric(counts, coef).direct(1, x.size + 1, 0)
+    direct = _Hypergeometric(counts, coef).direct(1, x.size + 1, 0)
     em = expected_max(v, without_replacement=True)
     span = np.ptp(v)
     np.testing.assert_allclose(em.mean, np.maximum.accumulate(x[-1] - direct[0]), rtol=0, atol=1e-10 * span)
