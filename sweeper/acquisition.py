@@ -2,7 +2,8 @@
 
 Everything here is vectorised numpy/scipy on the *standardised* scale of a
 :class:`sweeper.gp.GPFit`, and uses only ``gp.kernel``, ``gp.kernel_diag``,
-``gp.noise_variance`` and ``gp.predict``, so a GP can be mocked in tests.
+``gp.noise_variance`` and ``gp.predict`` (plus, where present, ``gp.X`` and
+``gp.cholesky``, to reuse the fit's factor at large n), so a GP can be mocked in tests.
 
 IMPORTANT: the posterior covariance of a GP does not depend on the observed values
 ``y``. Integrated variance reduction therefore conditions *exactly* on every point in
@@ -40,6 +41,12 @@ if TYPE_CHECKING:
     from sweeper.gp import GPFit
 
 log = logging.getLogger(__name__)
+
+#: From this many training points on, the conditioner extends the fit's Cholesky factor by the
+#: other points of ``X_cond`` (``O(n^2 p)``) instead of factorising ``K(X_cond, X_cond)`` anew
+#: (``O(n^3)``: ~1.5 s at n = 5000 on one core). Below it a fresh factor costs < 0.1 s, and
+#: keeps the picks bit-identical to a conditioner that never reorders ``X_cond``.
+REUSE_FACTOR_MIN_N = 1000
 
 
 @dataclass(frozen=True)
@@ -80,11 +87,11 @@ class _Conditioner:
         self.noise = float(gp.noise_variance)
         c = X_cand.shape[0]
         if X_cond.shape[0] > 0:
-            K = gp.kernel(X_cond, X_cond)
-            K[np.diag_indices_from(K)] += self.noise
-            self.L: NDArray[np.float64] | None = cholesky_with_jitter(K)
-            self.A = self.solve(gp.kernel(X_cond, X_cand))  # (N, c)
+            # The posterior does not depend on the order of X_cond; self.X_cond is the order of L.
+            self.X_cond, self.L = _conditioning_factor(gp, X_cond, self.noise)
+            self.A = self.solve(gp.kernel(self.X_cond, X_cand))  # (N, c)
         else:
+            self.X_cond = X_cond
             self.L = None
             self.A = np.zeros((0, c))
         self.var = np.maximum(gp.kernel_diag(X_cand) - np.einsum("ij,ij->j", self.A, self.A), 0.0)
@@ -113,6 +120,55 @@ class _Conditioner:
         return g, s
 
 
+def _conditioning_factor(
+    gp: GPFit, X_cond: NDArray[np.float64], noise: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """``(X_ordered, L)``: ``X_cond``'s rows in some order and the Cholesky factor of ``K + noise I``.
+
+    When the GP was fitted on many points (``>= REUSE_FACTOR_MIN_N``) that all appear
+    among ``X_cond``'s rows (the finished trials among all asked ones), ``X_ordered`` is
+    those rows first, then the rest (failed and pending trials), and ``L`` extends the
+    fit's cached factor blockwise: ``[[L11, 0], [L21, L22]]`` with ``L21 = (L11^-1 K12)ᵀ``
+    and ``L22 L22ᵀ = K22 + noise I - L21 L21ᵀ`` (Golub & Van Loan 2013, §4.2). Otherwise
+    ``X_cond`` as given with a fresh factor.
+    """
+    train = getattr(gp, "X", None)
+    cached = getattr(gp, "cholesky", None)
+    if train is not None and cached is not None and train.shape[0] >= REUSE_FACTOR_MIN_N:
+        rest = _rows_not_in(X_cond, train)
+        if rest is not None:
+            X_ordered = np.vstack([train, rest])
+            if rest.shape[0] == 0:
+                return X_ordered, cached
+            L21 = scipy.linalg.solve_triangular(cached, gp.kernel(train, rest), lower=True, check_finite=False).T
+            K22 = gp.kernel(rest, rest)
+            K22[np.diag_indices_from(K22)] += noise
+            L22 = cholesky_with_jitter(K22 - L21 @ L21.T)
+            n, p = train.shape[0], rest.shape[0]
+            L = np.zeros((n + p, n + p))
+            L[:n, :n], L[n:, :n], L[n:, n:] = cached, L21, L22
+            return X_ordered, L
+    K = gp.kernel(X_cond, X_cond)
+    K[np.diag_indices_from(K)] += noise
+    return X_cond, cholesky_with_jitter(K)
+
+
+def _rows_not_in(X: NDArray[np.float64], subset: NDArray[np.float64]) -> NDArray[np.float64] | None:
+    """``X``'s rows left after removing one exact copy of each row of ``subset``; None if one is missing."""
+    counts: dict[bytes, int] = {}
+    for row in np.ascontiguousarray(subset, dtype=np.float64):
+        counts[row.tobytes()] = counts.get(row.tobytes(), 0) + 1
+    keep = np.ones(X.shape[0], dtype=bool)
+    for i, row in enumerate(np.ascontiguousarray(X, dtype=np.float64)):
+        key = row.tobytes()
+        if counts.get(key, 0) > 0:
+            counts[key] -= 1
+            keep[i] = False
+    if any(counts.values()):
+        return None
+    return X[keep]
+
+
 def _check_batch(q: int, c: int) -> None:
     if not 1 <= q <= c:
         raise ValueError(f"batch size q must be in [1, {c}] (the number of candidates); got {q!r}")
@@ -138,7 +194,7 @@ def _prepare(
     if X_mc.shape[0] < 1:
         raise ValueError("X_mc needs at least one Monte Carlo integration point")
     cond = _Conditioner(gp, X_cond, X_cand, q)
-    B = cond.solve(gp.kernel(X_cond, X_mc)) if X_cond.shape[0] else np.zeros((0, X_mc.shape[0]))
+    B = cond.solve(gp.kernel(cond.X_cond, X_mc)) if X_cond.shape[0] else np.zeros((0, X_mc.shape[0]))
     C = gp.kernel(X_mc, X_cand)  # (m, c)
     if B.shape[0]:
         C -= B.T @ cond.A
