@@ -45,8 +45,7 @@ kept in the JSON. Two tables per run:
   ``sweeper.gp.fit_gp`` (Matern-5/2 ARD, 3 restarts, seed 0) with no output or input
   transform: only the choice of points differs;
 - **own model**: each tool's own map where it has one: Emukit's GPy model, BoTorch's
-  ``SingleTaskGP`` posterior mean, ours the model the policy fits (with its warping
-  setting, :mod:`sweeper.warping`); ``sobol`` / ``random`` / ``ucb`` have none of their
+  ``SingleTaskGP`` posterior mean, ours the model the policy fits; ``sobol`` / ``random`` / ``ucb`` have none of their
   own and show the same surrogate.
 
 Runs are checkpointed per (function, strategy, seed) in ``bench/results/efficiency_runs.json``
@@ -105,8 +104,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--botorch-max-n", type=int, default=None,
                         help="stop BoTorch at this many trials (its IVR costs seconds per step); default: max of --n")
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel processes (default 1)")
-    parser.add_argument("--warping", default=None,
-                        help="output warping of ours (PolicySettings.output_warping); default: the policy's default")
     parser.add_argument("--checkpoint", type=Path, default=CHECKPOINT, help="JSON of finished runs (resumed)")
     parser.add_argument("--fresh", action="store_true", help="ignore runs already in the checkpoint")
     parser.add_argument("--skip", nargs="*", default=[], metavar="FUNCTION/STRATEGY",
@@ -131,7 +128,7 @@ def run(args: argparse.Namespace) -> None:
             runs.setdefault(key, value)
 
     def done(f: str, s: str, seed: int) -> bool:
-        r = runs.get(run_key(f, s, seed, args.warping))
+        r = runs.get(run_key(f, s, seed))
         return r is not None and r["n_max"] >= max(_capped(ns, s, args))
 
     todo = [(f, s, seed) for seed in range(args.seeds) for f in args.functions for s in args.strategies
@@ -141,16 +138,16 @@ def run(args: argparse.Namespace) -> None:
     print(f"{len(todo)} runs to do, {len(runs)} in {args.checkpoint}", flush=True)
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs, initializer=_one_thread) as pool:
-            futures = [pool.submit(one_run, f, s, seed, _capped(ns, s, args), args.warping) for f, s, seed in todo]
+            futures = [pool.submit(one_run, f, s, seed, _capped(ns, s, args)) for f, s, seed in todo]
             for fut in as_completed(futures):
                 _store(runs, fut.result(), args)
     else:
         _one_thread()
         for f, s, seed in todo:
-            _store(runs, one_run(f, s, seed, _capped(ns, s, args), args.warping), args)
+            _store(runs, one_run(f, s, seed, _capped(ns, s, args)), args)
     rows = [r for r in runs.values() if r["function"] in args.functions and r["strategy"] in args.strategies
             and r["seed"] < args.seeds and done(r["function"], r["strategy"], r["seed"])
-            and (r.get("warping") == args.warping or not r["strategy"].startswith("ours"))]
+            and not r.get("warping")]  # runs of the output-warping investigation (commit 16f456c) stay out
     write_results("efficiency" + ("_smoke" if args.smoke else ""), efficiency_markdown(rows, args),
                   {"settings": {k: str(v) for k, v in vars(args).items()}, "runs": rows})
 
@@ -175,9 +172,8 @@ def _one_thread() -> None:
         pass
 
 
-def run_key(function: str, strategy: str, seed: int, warping: str | None) -> str:
-    tag = f"{strategy}+{warping}" if warping and strategy.startswith("ours") else strategy
-    return f"{function}/{tag}/{seed}"
+def run_key(function: str, strategy: str, seed: int) -> str:
+    return f"{function}/{strategy}/{seed}"
 
 
 def load_checkpoint(path: Path) -> dict[str, dict[str, Any]]:
@@ -187,7 +183,7 @@ def load_checkpoint(path: Path) -> dict[str, dict[str, Any]]:
 
 
 def _store(runs: dict[str, dict[str, Any]], result: dict[str, Any], args: argparse.Namespace) -> None:
-    runs[run_key(result["function"], result["strategy"], result["seed"], args.warping)] = result
+    runs[run_key(result["function"], result["strategy"], result["seed"])] = result
     args.checkpoint.parent.mkdir(parents=True, exist_ok=True)
     tmp = args.checkpoint.with_suffix(".tmp")
     tmp.write_text(json.dumps(runs), encoding="utf-8")
@@ -230,7 +226,7 @@ def normalised_errors(mean: NDArray[np.float64], truth: NDArray[np.float64]) -> 
 
 
 # ---------------------------------------------------------------------- one run
-def one_run(function: str, strategy: str, seed: int, ns: list[int], warping: str | None) -> dict[str, Any]:
+def one_run(function: str, strategy: str, seed: int, ns: list[int]) -> dict[str, Any]:
     """Run ``strategy`` on ``function`` up to ``max(ns)`` trials; score the map after each n."""
     f, d = objective(function)
     X_test, truth = test_set(function)
@@ -240,7 +236,7 @@ def one_run(function: str, strategy: str, seed: int, ns: list[int], warping: str
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if strategy in POLICY_STRATEGIES:
-            X = policy_points(strategy, d, seed, n_max, f, warping)
+            X = policy_points(strategy, d, seed, n_max, f)
         elif strategy == "emukit":
             X = emukit_points(d, seed, n_max, f, ns, X_test, own)
         else:
@@ -249,9 +245,9 @@ def one_run(function: str, strategy: str, seed: int, ns: list[int], warping: str
     y = f(X)
     shared = {n: shared_surrogate_mean(X[:n], y[:n], X_test) for n in ns}
     if strategy.startswith("ours"):
-        own = {n: policy_model_mean(X[:n], y[:n], X_test, warping) for n in ns if n in N_DEFAULT or n == n_max}
+        own = {n: policy_model_mean(X[:n], y[:n], X_test) for n in ns if n in N_DEFAULT or n == n_max}
     result: dict[str, Any] = {
-        "function": function, "strategy": strategy, "seed": seed, "n_max": n_max, "warping": warping,
+        "function": function, "strategy": strategy, "seed": seed, "n_max": n_max,
         "seconds": seconds, "X": X.tolist(),
         "shared_nrmse": {str(n): normalised_errors(m, truth)[0] for n, m in shared.items()},
         "shared_range_nrmse": {str(n): normalised_errors(m, truth)[1] for n, m in shared.items()},
@@ -268,26 +264,20 @@ def shared_surrogate_mean(X: NDArray[np.float64], y: NDArray[np.float64], X_test
     return fit_gp(X, y, seed=0, n_restarts=3).predict(X_test)[0]
 
 
-def policy_model_mean(X: NDArray[np.float64], y: NDArray[np.float64], X_test: NDArray[np.float64],
-                      warping: str | None) -> NDArray[np.float64]:
-    """The map the policy's own GP gives (its output warping included), posterior mean."""
-    try:
-        from sweeper.warping import fit_warped_gp
-    except ImportError:
-        return shared_surrogate_mean(X, y, X_test)
-    return fit_warped_gp(X, y, warping=warping or "none", seed=0, n_restarts=3).predict(X_test)[0]
+def policy_model_mean(X: NDArray[np.float64], y: NDArray[np.float64], X_test: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The map the policy's own GP gives, posterior mean: its fit_gp settings, the seed of the yardstick."""
+    return shared_surrogate_mean(X, y, X_test)
 
 
-def policy_points(strategy: str, d: int, seed: int, n: int, f: Callable[..., Any], warping: str | None) -> NDArray[np.float64]:
+def policy_points(strategy: str, d: int, seed: int, n: int, f: Callable[..., Any]) -> NDArray[np.float64]:
     """Drive :class:`MultiversePolicy` as the Tune searcher does with one worker: ask, evaluate, tell."""
     from sweeper.policy import MultiversePolicy, PolicySettings
     from sweeper.space import SearchSpace
 
     name, batch = POLICY_STRATEGIES[strategy]
     space = SearchSpace.from_specs({f"x{i}": "interval(0, 1)" for i in range(d)})
-    extra = {"output_warping": warping} if warping else {}
     policy = MultiversePolicy(space, PolicySettings(strategy=name, num_trials=n, n_initial=N_INITIAL,
-                                                    batch_size=batch, seed=seed, **extra))
+                                                    batch_size=batch, seed=seed))
     points = []
     while (s := policy.ask()) is not None:
         x = np.array(s.x)
@@ -440,8 +430,7 @@ def efficiency_markdown(rows: list[dict[str, Any]], args: argparse.Namespace) ->
             f"GPy Matern52 ARD, GradientAcquisitionOptimizer(num_samples={EMUKIT_ANCHORS}). BoTorch: SingleTaskGP + Standardize, "
             f"qNegIntegratedPosteriorVariance ({BOTORCH_INTEGRATION} integration points), optimize_acqf(q=1, "
             f"num_restarts={BOTORCH_RESTARTS}, raw_samples={BOTORCH_RAW_SAMPLES}); BoTorch stopped at n="
-            f"{args.botorch_max_n or max(args.n)}. "
-            f"Output warping of ours: {args.warping or 'policy default'}.")
+            f"{args.botorch_max_n or max(args.n)}.")
     return note + "\n\n" + "\n\n".join(out)
 
 

@@ -62,7 +62,7 @@ from numpy.typing import NDArray
 from sweeper.acquisition import select_ivr_batch, select_ucb_batch
 from sweeper.design import balance_categories, factorial_design, random_design, sobol_design
 from sweeper.errors import SweeperConfigError
-from sweeper.warping import OUTPUT_WARPINGS, WarpedGP, fit_warped_gp
+from sweeper.gp import GPFit, fit_gp
 from sweeper.interaction import interaction_bayes_factor
 from sweeper.kernels import KERNELS
 from sweeper.space import SearchSpace
@@ -123,8 +123,6 @@ class PolicySettings:
     #: ... and up to this many, the best restart is refined on all results (None: never).
     gp_refine_max_points: int | None = 1000
     kernel: str = "matern52-ard"
-    #: Monotone transform of the metric the GP is fitted to (see sweeper.warping): none, yeo-johnson, rank.
-    output_warping: str = "none"
     coregion_rank: int = 1
     stop_on_bayes_factor: float | None = None
     #: A trial running longer ends TIMEOUT and counts as failed (None: no limit); see sweeper.faults.
@@ -187,8 +185,6 @@ class PolicySettings:
             bad("gp_refine_max_points", "a number of results >= 1 (null: never refine on all)", 1000)
         if self.kernel not in KERNELS:
             bad("kernel", f"must be one of {', '.join(KERNELS)}", "matern52-ard")
-        if self.output_warping not in OUTPUT_WARPINGS:
-            bad("output_warping", f"must be one of {', '.join(OUTPUT_WARPINGS)}", "none")
         if self.coregion_rank < 1:
             bad("coregion_rank", "the coregionalization matrix W Wᵀ + diag(kappa) needs rank >= 1", 1)
         if self.trial_timeout_s is not None and not (isinstance(self.trial_timeout_s, int | float)
@@ -465,7 +461,7 @@ class MultiversePolicy:
         phase: str,
         batch: int,
         acquisition: float | None = None,
-        gp: WarpedGP | None = None,
+        gp: GPFit | None = None,
     ) -> Suggestion:
         params = self.space.from_unit(u)[0]
         x = self.space.to_unit([params])[0]  # snapped to legal values of discrete dims
@@ -511,12 +507,9 @@ class MultiversePolicy:
         y = np.array([self._results[i] for i in ok])
         categories = self.space.categories()
         try:
-            # The GP is fitted to the warped metric; the acquisition works on that latent GP.
-            model = fit_warped_gp(X_all[ok], y, warping=s.output_warping, seed=[*stream, _STREAM_GP],
-                                  n_restarts=s.gp_restarts, categories=categories, kernel=s.kernel,
-                                  rank=s.coregion_rank, max_fit_points=s.gp_max_fit_points,
-                                  refine_max_points=s.gp_refine_max_points)
-            gp = model.latent
+            gp = fit_gp(X_all[ok], y, seed=[*stream, _STREAM_GP], n_restarts=s.gp_restarts,
+                        categories=categories, kernel=s.kernel, rank=s.coregion_rank,
+                        max_fit_points=s.gp_max_fit_points, refine_max_points=s.gp_refine_max_points)
         except (RuntimeError, np.linalg.LinAlgError) as exc:
             log.warning("the GP fit failed (%s): trial #%d continues the Sobol design", exc, first)
             return []
@@ -532,7 +525,7 @@ class MultiversePolicy:
         else:
             pick = select_ucb_batch(gp, X_all, cand, size, s.ucb_beta, maximize=s.mode == "max")
         return [
-            self._make(first + k, cand[i], s.strategy, batch, float(v), model)
+            self._make(first + k, cand[i], s.strategy, batch, float(v), gp)
             for k, (i, v) in enumerate(zip(pick.indices, pick.values))
         ]
 
