@@ -54,10 +54,12 @@ class TrialRecorder(Callback):
         metric: the modelled metric's name (for the console line).
         num_trials: the planned number of trials (for the console line).
         strategy: recorded on each trial.
+        spool_path: where writes wait while the tracking server is away.
+        writer: the writer to use, e.g. a :class:`~sweeper.writer_process.WriterProcess`.
     """
 
     def __init__(self, tracker: MLflowTracker, parent_run_id: str, metric: str, num_trials: int,
-                 strategy: str, spool_path: Path | None = None) -> None:
+                 strategy: str, spool_path: Path | None = None, writer: Any = None) -> None:
         self.tracker = tracker
         self.parent_run_id = parent_run_id
         self.metric = metric
@@ -68,7 +70,8 @@ class TrialRecorder(Callback):
         self._last_step: dict[int, int] = {}  # trial index -> last per-step metric step
         self._by_trial: dict[str, TrialRecord] = {}
         self._adopted: dict[int, TrialRecord] = {}  # index -> a trial that ended before a resume
-        self.writer: DurableWriter | None = DurableWriter(tracker, spool_path)
+        #: A DurableWriter (a thread of this process) unless given one (sweeper.writer_process).
+        self.writer: Any = writer if writer is not None else DurableWriter(tracker, spool_path)
 
     def __getstate__(self) -> dict[str, Any]:
         # Tune pickles its callbacks into the experiment state, and a sweep through Ray Client

@@ -1,6 +1,7 @@
 """MLflow writes that survive a tracking-server outage: retried, then spooled to disk, then sent.
 
-The sweep's records go through one :class:`DurableWriter` thread, in order. A write that
+The sweep's records go through one :class:`DurableWriter` thread, in order (for the trials,
+in a process of its own: :mod:`sweeper.writer_process`). A write that
 fails because the server cannot be reached is retried with backoff (1, 2, 4, 8 s); if the
 server is still away, that write and every later one go to a spool file in the sweep dir
 (JSON lines, one write each, texts inline), and the writer tries to send the spool every few
@@ -73,9 +74,13 @@ class DurableWriter:
 
     # ---------------------------------------------------------------- the writes
     def start_run(self, what: str, run_name: str, *, parent_run_id: str | None = None,
-                  params: Mapping[str, Any] | None = None, tags: Mapping[str, Any] | None = None) -> str:
-        """Queue the creation of a run; return its handle (use it for this run's later writes)."""
-        handle = f"local-{uuid.uuid4().hex}"
+                  params: Mapping[str, Any] | None = None, tags: Mapping[str, Any] | None = None,
+                  handle: str | None = None) -> str:
+        """Queue the creation of a run; return its handle (use it for this run's later writes).
+
+        ``handle``: the one to use, made by :func:`new_handle` (by a writer in another process).
+        """
+        handle = handle or new_handle()
         self._put("start_run", what, handle, run_name=run_name, parent_run_id=parent_run_id,
                   params=_jsonable(params), tags=_jsonable(tags))
         return handle
@@ -96,6 +101,10 @@ class DurableWriter:
         if run is None or not run.startswith("local-"):
             return run
         return self._ids.get(run)
+
+    def handles(self) -> dict[str, str]:
+        """Every local handle resolved so far -> its MLflow run id."""
+        return dict(self._ids)
 
     @property
     def spooled(self) -> int:
@@ -229,6 +238,11 @@ class DurableWriter:
         header, ops = read_spool(self.spool_path)
         self._ids.update(header.get("run_ids", {}))
         return ops
+
+
+def new_handle() -> str:
+    """A local handle for a run not created yet (``local-<hex>``)."""
+    return f"local-{uuid.uuid4().hex}"
 
 
 def read_spool(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:

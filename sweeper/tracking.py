@@ -106,17 +106,20 @@ class MLflowTracker:
     Args:
         tracking_uri: any MLflow tracking URI; relative SQLite paths are made absolute.
         experiment_name: the experiment holding the sweep (created if absent).
+        experiment_id: its id, when known (then nothing is looked up).
     """
 
-    def __init__(self, tracking_uri: str, experiment_name: str) -> None:
+    def __init__(self, tracking_uri: str, experiment_name: str, experiment_id: str | None = None) -> None:
         for key, value in MLFLOW_HTTP_ENV.items():
             os.environ.setdefault(key, value)
         self.tracking_uri = absolute_tracking_uri(tracking_uri)
         self.client = _client(self.tracking_uri)
-        exp = self.client.get_experiment_by_name(experiment_name)
-        self.experiment_id = exp.experiment_id if exp else self.client.create_experiment(
-            experiment_name, artifact_location=default_artifact_location(self.tracking_uri, experiment_name)
-        )
+        if experiment_id is None:  # else known: no request (a writer process opens the store again)
+            exp = self.client.get_experiment_by_name(experiment_name)
+            experiment_id = exp.experiment_id if exp else self.client.create_experiment(
+                experiment_name, artifact_location=default_artifact_location(self.tracking_uri, experiment_name)
+            )
+        self.experiment_id = experiment_id
         self.experiment_name = experiment_name
         self._artifact_uris: dict[str, str] = {}  # run id -> artifact URI, of the runs this tracker created
         _use_write_ahead_log(self.tracking_uri)

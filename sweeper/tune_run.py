@@ -40,6 +40,9 @@ class TuneJob:
     name: str
     ledger: Ledger | None = None  # a resumed sweep's trials in MLflow: restore Tune's experiment
     spool_path: str | None = None  # where MLflow writes wait while the tracking server is away
+    #: MLflow writes from a child process (sweeper.writer_process), off the GIL of Tune's loop;
+    #: False: a thread (inside a Ray task on the head node, which should not spawn processes).
+    writer_process: bool = True
 
 
 def run_tune(job: TuneJob) -> tuple[Any, Any]:
@@ -51,11 +54,14 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     from sweeper.recorder import TrialRecorder
     from sweeper.searcher import MultiverseSearch
     from sweeper.trial import make_trainable
+    from sweeper.writer_process import WriterProcess
 
     settings = job.settings
     searcher = MultiverseSearch(job.space, metric=job.metric, **asdict(settings))
+    spool = Path(job.spool_path) if job.spool_path else None
+    writer = WriterProcess(job.tracker, spool) if job.writer_process else None
     recorder = TrialRecorder(job.tracker, job.parent_run_id, job.metric, settings.num_trials, settings.strategy,
-                             Path(job.spool_path) if job.spool_path else None)
+                             spool, writer)
     searcher.policy.on_bayes_factor = recorder.log_bayes_factor
     resources = job.ray_cfg["resources_per_trial"]
     bundle = {"CPU": float(resources["cpu"]), "GPU": float(resources["gpu"]), **(resources.get("custom") or {})}
@@ -146,7 +152,7 @@ def _run_tune_logged(job: TuneJob) -> tuple[Any, Any]:
     ours.handlers[:] = [handler]
     ours.setLevel(logging.INFO)
     ours.propagate = False
-    return run_tune(job)
+    return run_tune(replace(job, writer_process=False))
 
 
 def fitting_trials(ray: Any, bundle: dict[str, float]) -> int:

@@ -1,0 +1,142 @@
+"""The sweep's MLflow writer in a process of its own.
+
+Python runs one thread at a time per process. In the driver, Tune's event loop (which
+hands each result to the searcher and starts the next trial) and the MLflow writer thread
+(about 20-30 ms of SQLAlchemy per trial on a SQLite store) took turns on that one lock,
+so every trial waited for the previous trials' records: with a task that costs nothing,
+a sweep of 200 trials spent ~95 ms per trial with its records and ~30 ms without, on 2
+cores (bench/overhead.py). :class:`WriterProcess` runs the same
+:class:`~sweeper.spool.DurableWriter` (retries, spool, order, local handles) in a child
+process and forwards each write to it through a queue, so the driver only pickles it.
+
+The handles of runs are made here, so the driver can name a run in later writes at once;
+the MLflow ids behind them, the failed writes and the number of spooled writes come back
+when the writer closes. A driver that dies (SIGKILL) takes nothing more with it than the
+thread writer did: the child sends what reached it, then ends when it sees its parent gone.
+"""
+
+from __future__ import annotations
+
+import logging
+import multiprocessing
+import os
+import queue
+import signal
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from sweeper.spool import DurableWriter, _jsonable, new_handle
+
+log = logging.getLogger(__name__)
+
+#: How often the child checks that the driver is alive while no write comes.
+_PARENT_CHECK_S = 1.0
+
+
+class WriterProcess:
+    """:class:`~sweeper.spool.DurableWriter`'s interface, the writing done in a child process.
+
+    Args:
+        tracker: the driver's ``MLflowTracker`` (its URI and experiment are reopened in the child).
+        spool_path: where writes wait while the tracking server is away (None: no spool).
+    """
+
+    def __init__(self, tracker: Any, spool_path: Path | None) -> None:
+        self.tracker = tracker
+        self.spool_path = spool_path
+        self.failures: list[str] = []
+        self._ids: dict[str, str] = {}
+        self._spooled = 0
+        context = multiprocessing.get_context("spawn")  # no fork of a process running Ray's threads
+        self._writes: Any = context.Queue()
+        self._outcome: Any = context.Queue()
+        self._process = context.Process(
+            target=_serve, name="mlflow-writer", daemon=True,
+            args=(tracker.tracking_uri, tracker.experiment_name, tracker.experiment_id,
+                  str(spool_path) if spool_path else None, self._writes, self._outcome, os.getpid()),
+        )
+        self._process.start()
+
+    # ---------------------------------------------------------------- the writes
+    def start_run(self, what: str, run_name: str, *, parent_run_id: str | None = None,
+                  params: Mapping[str, Any] | None = None, tags: Mapping[str, Any] | None = None) -> str:
+        handle = new_handle()
+        self._send("start_run", what, run_name, parent_run_id=parent_run_id, params=_jsonable(params),
+                   tags=_jsonable(tags), handle=handle)
+        return handle
+
+    def log(self, what: str, run: str, *, params: Mapping[str, Any] | None = None,
+            metrics: Mapping[str, Any] | None = None, tags: Mapping[str, Any] | None = None, step: int = 0) -> None:
+        self._send("log", what, run, params=_jsonable(params), metrics=_jsonable(metrics), tags=_jsonable(tags),
+                   step=step)
+
+    def log_text(self, what: str, run: str, text: str, artifact_file: str) -> None:
+        self._send("log_text", what, run, text, artifact_file)
+
+    def finish(self, what: str, run: str, status: str) -> None:
+        self._send("finish", what, run, status)
+
+    def run_id(self, run: str | None) -> str | None:
+        """The MLflow id behind a handle, once the writer has closed (a real id is returned as it is)."""
+        if run is None or not run.startswith("local-"):
+            return run
+        return self._ids.get(run)
+
+    @property
+    def spooled(self) -> int:
+        """Writes left in the spool file, as of the writer's close."""
+        return self._spooled
+
+    def close(self, drain_timeout_s: float = 15.0) -> None:
+        """Let the child send what is queued (and offer the spool ``drain_timeout_s``), then collect."""
+        self._writes.put(None)
+        # The child's close waits out retries (1 + 2 + 4 + 8 s) and the drain, after the queue.
+        while True:
+            try:
+                self._ids, self.failures, self._spooled = self._outcome.get(timeout=1.0)
+                break
+            except queue.Empty:
+                if not self._process.is_alive():
+                    self.failures.append(f"the MLflow writer process ended (exit code {self._process.exitcode}) "
+                                         f"before it closed: the writes it had not sent are lost")
+                    break
+        self._process.join(timeout=30)
+
+    def _send(self, kind: str, *args: Any, **kwargs: Any) -> None:
+        if not self._process.is_alive() and self._process.exitcode is not None:
+            raise RuntimeError(f"the MLflow writer process ended (exit code {self._process.exitcode}); "
+                               f"its error is above. The sweep's records after this point are lost.")
+        self._writes.put((kind, args, kwargs))
+
+
+def _serve(tracking_uri: str, experiment_name: str, experiment_id: str, spool_path: str | None,
+           writes: Any, outcome: Any, parent_pid: int) -> None:
+    """The child: apply each write through a DurableWriter until told to close or the driver is gone."""
+    from sweeper.tracking import MLflowTracker
+
+    # Ctrl-C and SIGTERM reach the whole process group: the driver decides, and closes us; if
+    # it dies instead, we notice below and send what reached us first.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("[%(asctime)s][HYDRA] %(message)s"))
+    ours = logging.getLogger("sweeper")
+    ours.handlers[:] = [handler]
+    ours.setLevel(logging.INFO)
+    writer = DurableWriter(MLflowTracker(tracking_uri, experiment_name, experiment_id),
+                           Path(spool_path) if spool_path else None)
+    while True:
+        try:
+            item = writes.get(timeout=_PARENT_CHECK_S)
+        except queue.Empty:
+            if os.getppid() != parent_pid:  # the driver died: what reached us is written, then we end
+                log.warning("the sweep's driver ended without closing its MLflow writer")
+                break
+            continue
+        if item is None:
+            break
+        kind, args, kwargs = item
+        getattr(writer, kind)(*args, **kwargs)
+    writer.close()
+    outcome.put((writer.handles(), list(writer.failures), writer.spooled))
