@@ -2,9 +2,10 @@
 
 Not a mode of the sweeper (its records are the point of it): the overhead benchmark runs
 this beside the real thing to say how much of a trial's orchestration cost is MLflow's
-writes. The writer thread (``sweeper.spool.DurableWriter``) still receives every write,
-in order, from the same Tune callbacks; instead of sending it to MLflow it notes when a
-trial's run would have been created and closed, into ``$BENCH_SPANS_OUT`` as JSON
+writes. The writer (``sweeper.spool.DurableWriter``, here as a thread of the driver rather
+than the child process the sweeper uses, so that the patch below applies) still receives
+every write, in order, from the same Tune callbacks; instead of sending it to MLflow it
+notes when a trial's run would have been created and closed, into ``$BENCH_SPANS_OUT`` as JSON
 ``[[start, end], ...]`` (epoch seconds), the instants at which MLflow would have stamped
 the run's start and end time.
 
@@ -18,10 +19,12 @@ import os
 import runpy
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import sweeper.spool as spool
+import sweeper.tune_run as tune_run
 
 _SPANS: dict[str, list[float | None]] = {}
 
@@ -37,7 +40,13 @@ def _note_instead_of_writing(self: Any, op: dict[str, Any]) -> None:
         Path(os.environ["BENCH_SPANS_OUT"]).write_text(json.dumps(list(_SPANS.values())))
 
 
+def _run_tune_with_the_writer_in_this_process(job: Any) -> Any:
+    return _run_tune(replace(job, writer_process=False))
+
+
 if __name__ == "__main__":
     spool.DurableWriter._apply = _note_instead_of_writing
+    _run_tune = tune_run.run_tune
+    tune_run.run_tune = _run_tune_with_the_writer_in_this_process
     sys.argv[0] = str(Path(__file__).with_name("trivial.py"))
     runpy.run_path(sys.argv[0], run_name="__main__")
