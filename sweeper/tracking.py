@@ -73,6 +73,11 @@ def tracking_uri_problem(uri: str) -> str | None:
     parsed = urlparse(uri)
     if parsed.scheme in ("http", "https"):
         return None if parsed.netloc else "an http(s) tracking URI needs a host, e.g. http://127.0.0.1:5000"
+    if parsed.scheme == "sqlite" and uri.startswith("sqlite:///"):
+        path = uri[len("sqlite:///"):]
+        folder = Path(path).absolute().parent
+        if path and path != ":memory:" and not folder.is_dir():
+            return f"the folder {folder} does not exist: create it, or give a file in an existing folder"
     if parsed.scheme in ("sqlite", "postgresql", "mysql", "mssql", "file", "databricks") or "+" in parsed.scheme:
         return None
     if parsed.scheme == "" and uri:

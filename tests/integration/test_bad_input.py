@@ -138,6 +138,9 @@ CASES = [
          expect=("mlflow.tracking_uri='ftp://x' is invalid", "unknown scheme 'ftp'", "use sqlite:///mlruns.db")),
     case("tracking-uri-http-without-host", "mlflow.tracking_uri=http://",
          expect=("mlflow.tracking_uri='http://' is invalid", "needs a host", "e.g. http://127.0.0.1:5000")),
+    case("tracking-uri-sqlite-missing-folder", "mlflow.tracking_uri=sqlite:////no/such/folder/mlruns.db",
+         expect=("mlflow.tracking_uri='sqlite:////no/such/folder/mlruns.db' is invalid",
+                 "the folder /no/such/folder does not exist", "create it")),
     # ---------------------------------------------------------------- the sweeper command
     case("report-invalid-filter", "report", "--filter", "score >> 0.5", via=CLI,
          expect=("invalid filter 'score >> 0.5'", '"<metric> <op> <number>"', 'e.g. "train_acc >= 0.99"')),
