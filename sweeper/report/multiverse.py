@@ -56,7 +56,8 @@ from sweeper.analysis.multiverse_plots import (
 from sweeper.design import as_generator
 from sweeper.interaction import CONCLUSIVE_LOG10
 from sweeper.kernels import KERNELS
-from sweeper.report.build import ReportError, _finite, _points, log_files
+from sweeper.report.build import ReportError, _finite, log_files
+from sweeper.report.build import _points as _trial_points
 from sweeper.report.document import OutputDir
 from sweeper.report.filtering import TrialFilter, parse_filter, select_trials
 
@@ -157,11 +158,11 @@ def build_multiverse(
     if resolution < 2:
         raise ReportError(f"--resolution {resolution} is too small: a map needs at least 2 points per axis")
     try:
-        U_in = space.to_unit(_points(kept, records))
+        U_in = space.to_unit(_trial_points(kept, records))
     except (KeyError, ValueError) as exc:
         raise ReportError(f"a trial's point does not fit the sweep's recorded search space: {exc}") from None
     y_in = kept[f"metric.{metric}"].to_numpy(dtype=np.float64)
-    U_out = _excluded_points(space, _points(excluded, records))
+    U_out = _excluded_points(space, _trial_points(excluded, records))
     fit_rows = np.arange(len(y_in))
     if len(fit_rows) > max_fit_points:
         fit_rows = np.sort(as_generator([seed, 3]).choice(len(y_in), size=max_fit_points, replace=False))
