@@ -45,7 +45,7 @@ SEARCHER_STATE_FILE = "searcher_state.json"
 
 # Ray Tune behaviour the sweeper relies on; set before Tune is imported.
 _TUNE_ENV = {
-    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",  # MLflow is the record: Tune keeps only its JSON log
+    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",  # MLflow is the record: no Tune result logs
     "TUNE_DISABLE_STRICT_METRIC_CHECKING": "1",  # per-step results carry no objective
     "RAY_CHDIR_TO_TRIAL_DIR": "0",  # tasks see the launch directory, as in a plain Hydra run
     "RAY_AIR_NEW_OUTPUT": "0",

@@ -60,6 +60,11 @@ def test_svm_sweep_records_every_trial_in_mlflow(tmp_path: Path) -> None:
     assert "mlflow ui --backend-store-uri sqlite:///" in sweep.output
     # Hydra's own per-job output folders exist, one per trial.
     assert sorted(int(p.name) for p in sweep.sweep_dir.iterdir() if p.name.isdigit()) == list(range(12))
+    # MLflow is the record: Tune keeps its experiment state for resuming, not a second,
+    # unredacted copy of every result (its JSON/CSV loggers cost driver time per trial).
+    tune_files = [p.name for p in (sweep.sweep_dir / "tune").rglob("*") if p.is_file()]
+    assert any(name.startswith("experiment_state") for name in tune_files), tune_files
+    assert not {"result.json", "params.json", "progress.csv"} & set(tune_files), tune_files
 
 
 def test_failed_trials_are_recorded_and_the_sweep_completes(tmp_path: Path) -> None:
