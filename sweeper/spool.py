@@ -15,6 +15,12 @@ handle (``local-<hex>``) until it exists. The spool keeps the handles it resolve
 
 A write refused for any other reason (a bad request, not an outage) is reported and
 dropped, never retried forever: it could never succeed and would hold every later write.
+
+A run's creation waits up to :data:`HOLD_START_S` for the run's first log and goes in with
+it: the run is created with both writes' tags, and its params ride with the metrics. A
+short trial's record then takes three store transactions instead of four (on SQLite, with
+``conditions.json`` written directly, 22.7 -> 19 ms of the writer per trial); the final
+record is the same. A longer trial's run appears RUNNING after that wait.
 """
 
 from __future__ import annotations
@@ -35,6 +41,10 @@ log = logging.getLogger(__name__)
 SPOOL_FILE = "mlflow_spool.jsonl"
 RETRY_DELAYS_S = (1.0, 2.0, 4.0, 8.0)
 DRAIN_EVERY_S = 5.0
+#: How long a run's creation waits for the run's first log, to be written with it.
+HOLD_START_S = 0.5
+#: Tags a run may be created with at once (MLflow's batch limit); above it, no coalescing.
+_MAX_CREATE_TAGS = 100
 _OUTAGE_SIGNS = ("Max retries exceeded", "Connection refused", "ConnectionError", "Connection aborted",
                  "RemoteDisconnected", "Read timed out", "timed out", "Name or service not known",
                  "Temporary failure in name resolution", "status code 502", "status code 503", "status code 504",
@@ -111,10 +121,6 @@ class DurableWriter:
         """Writes waiting in the spool file for the store to come back."""
         return len(self._spooled)
 
-    def flush(self) -> None:
-        """Block until every queued write was sent or spooled."""
-        self._queue.join()
-
     def close(self, drain_timeout_s: float = 15.0) -> None:
         """Send what is queued, give the spool up to ``drain_timeout_s`` to go out, stop the thread."""
         self._queue.put(None)
@@ -134,21 +140,51 @@ class DurableWriter:
         self._queue.put({"op": kind, "what": what, "run": run, **payload})
 
     def _run(self) -> None:
+        held: dict[str, tuple[float, dict[str, Any]]] = {}  # handle -> (deadline, its start_run), oldest first
         while True:
             try:
-                op = self._queue.get(timeout=self.drain_every_s if self._spooled else None)
+                op = self._queue.get(timeout=self._wait(held))
             except queue.Empty:
-                self._drain()
+                self._release(held, due_only=True)
+                if self._spooled and self._drain_due():
+                    self._drain()
                 continue
             try:
                 if op is None:
+                    self._release(held)
                     return
-                if self._spooled and not (self._drain_due() and self._drain()):
-                    self._spool(op)  # keep the order: nothing overtakes a spooled write
+                self._release(held, due_only=True)
+                for handle in (op.get("parent_run_id"), op["run"] if op["op"] != "start_run" else None):
+                    start = held.pop(handle, None) if handle else None
+                    if start is not None and handle == op["run"] and op["op"] == "log":
+                        start, op = _coalesced(start[1], op)
+                        self._write(start)
+                    elif start is not None:
+                        self._write(start[1])
+                if op["op"] == "start_run" and not self._spooled:
+                    held[op["run"]] = (time.monotonic() + HOLD_START_S, op)
                     continue
-                self._send_with_retries(op)
+                self._write(op)
             finally:
                 self._queue.task_done()
+
+    def _wait(self, held: Mapping[str, tuple[float, Any]]) -> float | None:
+        """How long the queue may stay quiet: until the first held creation is due, or the next drain."""
+        if held:
+            return max(0.0, min(deadline for deadline, _ in held.values()) - time.monotonic())
+        return self.drain_every_s if self._spooled else None
+
+    def _release(self, held: dict[str, tuple[float, dict[str, Any]]], due_only: bool = False) -> None:
+        """Write the held creations (only those whose wait is over, with ``due_only``), oldest first."""
+        now = time.monotonic()
+        for handle in [h for h, (deadline, _) in held.items() if not due_only or deadline <= now]:
+            self._write(held.pop(handle)[1])
+
+    def _write(self, op: dict[str, Any]) -> None:
+        if self._spooled and not (self._drain_due() and self._drain()):
+            self._spool(op)  # keep the order: nothing overtakes a spooled write
+            return
+        self._send_with_retries(op)
 
     def _send_with_retries(self, op: dict[str, Any]) -> None:
         for delay in (*self.retry_delays_s, None):
@@ -238,6 +274,22 @@ class DurableWriter:
         header, ops = read_spool(self.spool_path)
         self._ids.update(header.get("run_ids", {}))
         return ops
+
+
+def _coalesced(start: dict[str, Any], first_log: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A run's creation and its first log, rewritten so the creation carries both writes' tags and
+    the log both writes' params: the same record in one store transaction fewer.
+
+    Left as they are where that could change the record: a param in both (MLflow refuses a
+    param logged twice with different values, and would now refuse the metrics with it), or
+    more tags than one call may carry.
+    """
+    start_params, log_params = start["params"] or {}, first_log["params"] or {}
+    tags = {**(start["tags"] or {}), **(first_log["tags"] or {})}
+    if set(start_params) & set(log_params) or len(tags) > _MAX_CREATE_TAGS:
+        return start, first_log
+    return ({**start, "params": None, "tags": tags},
+            {**first_log, "params": {**start_params, **log_params} or None, "tags": None})
 
 
 def new_handle() -> str:
