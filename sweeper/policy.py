@@ -29,10 +29,20 @@ With ``stop_on_bayes_factor: T``, an interaction test (additive vs shared kernel
 :mod:`sweeper.interaction`) runs before each batch on the results in so far, and the sweep
 ends at the first batch boundary where ``K > T`` or ``K < 1/T``.
 
-The GP is fitted once per batch of ``batch_size`` points. Without ``deterministic``, a
-batch is planned at its first ask from whatever results are in by then, and its points are
-handed out as workers free up; the plan stays exact for IVR as the other results arrive,
-since they change no input the variance depends on.
+Without ``deterministic``, a batch is planned at its first ask from whatever results are
+in by then, and its points are handed out as workers free up. For ``ivr``, when results have arrived
+since the plan was made, the rest of the batch is re-planned at the next ask: the GP is
+refitted (warm-started from the previous fit's hyperparameters: that start plus the fixed
+one, ``WARM_RESTARTS``, instead of ``gp_restarts``) and the remaining points are chosen
+again, conditioned on every point asked. IVR's variance does not depend on the results, but
+its hyperparameters do, and those fitted on the first 8-30 results move a lot (a lengthscale
+of 3.3 from 8 SVC results, 0.2 from 30): a sweep whose results come in one at a time between
+asks is then designed almost sequentially, at the cost of one cheap refit per result (the
+efficiency benchmark, ``python -m bench efficiency``). It does so only while planning takes
+at most ``REPLAN_SHARE`` of the time between plans: trials shorter than a refit keep their
+batches, since Tune's loop waits for the searcher. Every fit after the first starts warm,
+batch starts included. ``ucb`` keeps its batches and full restarts (see
+``MultiversePolicy._adaptive``).
 
 With ``deterministic=True`` the GP phase commits to whole batches of ``batch_size`` points,
 each computed only from the results of all earlier batches, so one seed yields the same
@@ -52,6 +62,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import math
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -59,10 +70,10 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from sweeper.acquisition import select_ivr_batch, select_ucb_batch
-from sweeper.design import balance_categories, factorial_design, random_design, sobol_design
+from sweeper.acquisition import local_ivr_candidates, select_ivr_batch, select_ucb_batch
+from sweeper.design import as_generator, balance_categories, factorial_design, random_design, sobol_design
 from sweeper.errors import SweeperConfigError
-from sweeper.gp import GPFit, fit_gp
+from sweeper.gp import GPFit, dimension_scaled_prior, fit_gp
 from sweeper.interaction import interaction_bayes_factor
 from sweeper.kernels import KERNELS
 from sweeper.space import SearchSpace
@@ -77,11 +88,18 @@ STRATEGIES = ("random", "sobol", "grid", "ivr", "ucb")
 MAX_GRID = 1_000_000
 GP_STRATEGIES = ("ivr", "ucb")
 STATE_VERSION = 2
+#: Re-plan a batch only while planning takes at most this share of the time between plans:
+#: with trials shorter than a refit, re-planning would stall Tune's loop, which waits for it.
+REPLAN_SHARE = 0.25
+#: Optimiser starts of a refit when a previous fit exists (non-deterministic mode): the
+#: previous optimum, then the fixed start of :func:`sweeper.gp.fit_gp`.
+WARM_RESTARTS = 2
 #: Fewest finished trials the interaction test of ``stop_on_bayes_factor`` is run on.
 MIN_BAYES_FACTOR_TRIALS = 4
 
 # Stream tags: independent random streams derived from the one seed.
 _STREAM_RANDOM, _STREAM_CANDIDATES, _STREAM_INTEGRATION, _STREAM_GP, _STREAM_BAYES, _STREAM_BALANCE = 1, 2, 3, 4, 5, 6
+_STREAM_LOCAL = 7
 
 
 @dataclass(frozen=True)
@@ -122,6 +140,14 @@ class PolicySettings:
     gp_max_fit_points: int | None = 300
     #: ... and up to this many, the best restart is refined on all results (None: never).
     gp_refine_max_points: int | None = 1000
+    #: LogNormal prior on the lengthscales of continuous dims, fitted as MAP (Hvarfner et al. 2024;
+    #: see sweeper.gp.dimension_scaled_prior); false fits by maximum likelihood. Off by default: it
+    #: did not make the efficiency benchmark's maps better (bench/efficiency.py).
+    gp_lengthscale_prior: bool = False
+    #: IVR only: add local random-search candidates around the best Sobol candidates
+    #: (sweeper.acquisition.local_ivr_candidates). Off by default: it helped Hartmann-6 at
+    #: n = 50 and hurt it at n = 30 and on SVC.
+    ivr_local_search: bool = False
     kernel: str = "matern52-ard"
     coregion_rank: int = 1
     stop_on_bayes_factor: float | None = None
@@ -183,6 +209,10 @@ class PolicySettings:
                                                       or not isinstance(self.gp_refine_max_points, int)
                                                       or self.gp_refine_max_points < 1):
             bad("gp_refine_max_points", "a number of results >= 1 (null: never refine on all)", 1000)
+        if not isinstance(self.gp_lengthscale_prior, bool):
+            bad("gp_lengthscale_prior", "must be true or false (a LogNormal lengthscale prior, MAP fit)", "false")
+        if not isinstance(self.ivr_local_search, bool):
+            bad("ivr_local_search", "must be true or false (local search around the best IVR candidates)", "false")
         if self.kernel not in KERNELS:
             bad("kernel", f"must be one of {', '.join(KERNELS)}", "matern52-ard")
         if self.coregion_rank < 1:
@@ -239,8 +269,10 @@ class MultiversePolicy:
         (0, 'sobol')
     """
 
-    def __init__(self, space: SearchSpace, settings: PolicySettings | None = None) -> None:
+    def __init__(self, space: SearchSpace, settings: PolicySettings | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.space = space
+        self._clock = clock  # when results come in (a benchmark simulates trials' durations)
         self.settings = settings or PolicySettings()
         problems = self.settings.problems(space)
         if problems:
@@ -248,6 +280,11 @@ class MultiversePolicy:
         self._suggestions: list[Suggestion] = []
         self._results: dict[int, float] = {}  # index -> value; NaN marks a failed trial
         self._plan: list[Suggestion] = []  # the rest of the current batch, issued one per ask
+        self._plan_ok = 0  # successful results the plan was made from (more: re-plan it)
+        #: The last GP's hyperparameters (GPFit.hyperparameters()): the warm start of the next fit.
+        self._warm: dict[str, Any] | None = None
+        self._planned_at = clock()  # when the last plan was made, and how long it took (seconds)
+        self._planning_s = 0.0
         self._sobol: NDArray[np.float64] | None = None
         self._grid: NDArray[np.float64] | None = None
         self._bayes_factors: list[BayesFactorCheck] = []
@@ -369,6 +406,9 @@ class MultiversePolicy:
             "suggestions": [asdict(x) for x in self._suggestions],
             "results": {str(k): v for k, v in self._results.items()},
             "plan": [asdict(x) for x in self._plan],
+            "plan_ok": self._plan_ok,
+            "warm_start": self._warm,
+            "planning_s": self._planning_s,
             "bayes_factors": [asdict(x) for x in self._bayes_factors],
         }
 
@@ -391,9 +431,35 @@ class MultiversePolicy:
         self._suggestions = [_suggestion_from_dict(d) for d in state["suggestions"]]
         self._results = {int(k): float(v) for k, v in state["results"].items()}
         self._plan = [_suggestion_from_dict(d) for d in state["plan"]]
+        # Older states lack it: treat the plan as made from every result in (no re-plan until the next).
+        self._plan_ok = int(state.get("plan_ok", self._n_ok()))
+        self._warm = state.get("warm_start")
+        # The saved plan's cost, its clock restarted: a resumed sweep re-plans as the first did.
+        self._planning_s, self._planned_at = float(state.get("planning_s", 0.0)), self._clock()
         self._bayes_factors = [BayesFactorCheck(**d) for d in state["bayes_factors"]]
 
     # ------------------------------------------------------------------ internals
+    @property
+    def _adaptive(self) -> bool:
+        """Re-plan on new results and warm-start fits: ``ivr`` without ``deterministic``.
+
+        Not ``ucb``: sequential UCB exploits harder than its batches (on Branin its best value
+        after 50 trials fell from 283 to 250, the efficiency benchmark's five seeds), and it is
+        the optimising contrast the multiverse paper compares against, so it stays as it was.
+        """
+        return self.settings.strategy == "ivr" and not self.settings.deterministic
+
+    def _replan_affordable(self) -> bool:
+        """Whether the last plan took at most ``REPLAN_SHARE`` of the time since it was made.
+
+        Trials of minutes always re-plan; trials shorter than a refit (a benchmark's trivial
+        task) keep their batches, as the searcher would otherwise hold up every next trial.
+        """
+        return self._planning_s <= REPLAN_SHARE * (self._clock() - self._planned_at)
+
+    def _n_ok(self) -> int:
+        return sum(1 for v in self._results.values() if not math.isnan(v))
+
     def _batch_of(self, index: int) -> int:
         s = self.settings
         if s.strategy in GP_STRATEGIES:
@@ -474,7 +540,18 @@ class MultiversePolicy:
     def _gp_point(self, index: int) -> Suggestion | None:
         s = self.settings
         if self._plan and self._plan[0].index == index:
-            return self._plan.pop(0)
+            if not self._adaptive or self._n_ok() <= self._plan_ok or not self._replan_affordable():
+                return self._plan.pop(0)
+            # Results arrived since the plan: refit and choose the rest of the batch again.
+            size, batch = len(self._plan), self._plan[0].batch
+            with single_threaded_blas():
+                points = self._plan_batch(index, size, batch, [s.seed, index])
+            if not points:  # the refit failed: keep the old plan
+                self._plan_ok = self._n_ok()
+                return self._plan.pop(0)
+            log.debug("re-planned the %d remaining point(s) of batch %d at trial #%d", size, batch, index)
+            self._plan = points[1:]
+            return points[0]
         batch = self._batch_of(index)
         start = s.n_initial + (batch - 1) * s.batch_size
         if s.deterministic:
@@ -491,12 +568,22 @@ class MultiversePolicy:
         return points[0]
 
     def _plan_batch(self, first: int, size: int, batch: int, stream: list[int]) -> list[Suggestion]:
+        """:meth:`_choose_batch`, timed for :meth:`_replan_affordable`."""
+        started = time.perf_counter()
+        try:
+            return self._choose_batch(first, size, batch, stream)
+        finally:
+            self._planning_s = time.perf_counter() - started
+            self._planned_at = self._clock()
+
+    def _choose_batch(self, first: int, size: int, batch: int, stream: list[int]) -> list[Suggestion]:
         """Choose the rest of a batch (``size`` points) greedily, conditioning on everything asked.
 
-        The GP is fitted once per batch, on every result in so far. Within the batch the
-        plan stays exact as results arrive: which points reduce the posterior variance most
-        depends on where points were asked, not on what they returned, and every asked
-        point is already conditioned on (for ``ucb`` this is GP-BUCB's batch rule).
+        The GP is fitted on every result in so far (warm-started from the previous fit
+        outside deterministic mode). Conditioning on every asked point keeps the plan exact
+        for IVR's variance as results arrive (for ``ucb`` this is GP-BUCB's batch rule);
+        outside deterministic mode the caller still re-plans when results arrived, because
+        they move the hyperparameters.
         """
         s = self.settings
         X_all = np.array([sg.x for sg in self._suggestions], dtype=np.float64).reshape(-1, self.space.d)
@@ -506,13 +593,22 @@ class MultiversePolicy:
             return []
         y = np.array([self._results[i] for i in ok])
         categories = self.space.categories()
+        # Deterministic mode fits from scratch: its points must not depend on earlier fits.
+        init = self._warm if self._adaptive else None
+        n_continuous = self.space.d - len(categories)
+        prior = dimension_scaled_prior(n_continuous) if s.gp_lengthscale_prior and n_continuous else None
         try:
-            gp = fit_gp(X_all[ok], y, seed=[*stream, _STREAM_GP], n_restarts=s.gp_restarts,
+            gp = fit_gp(X_all[ok], y, seed=[*stream, _STREAM_GP],
+                        n_restarts=s.gp_restarts if init is None else min(s.gp_restarts, WARM_RESTARTS),
                         categories=categories, kernel=s.kernel, rank=s.coregion_rank,
-                        max_fit_points=s.gp_max_fit_points, refine_max_points=s.gp_refine_max_points)
+                        max_fit_points=s.gp_max_fit_points, refine_max_points=s.gp_refine_max_points, init=init,
+                        lengthscale_prior=prior)
         except (RuntimeError, np.linalg.LinAlgError) as exc:
             log.warning("the GP fit failed (%s): trial #%d continues the Sobol design", exc, first)
             return []
+        self._plan_ok = len(ok)
+        if self._adaptive:
+            self._warm = gp.hyperparameters()
         # Candidates and integration points give every category combination an equal share.
         cand_stream = [*stream, _STREAM_CANDIDATES]
         cand = balance_categories(sobol_design(s.n_candidates, self.space.d, cand_stream), categories, cand_stream)
@@ -521,6 +617,10 @@ class MultiversePolicy:
         if s.strategy == "ivr":
             mc_stream = [*stream, _STREAM_INTEGRATION]
             X_mc = balance_categories(sobol_design(s.n_integration, self.space.d, mc_stream), categories, mc_stream)
+            continuous = np.array([c for c in range(self.space.d) if c not in categories], dtype=np.intp)
+            if s.ivr_local_search and continuous.size:
+                local = local_ivr_candidates(gp, X_all, cand, X_mc, as_generator([*stream, _STREAM_LOCAL]), continuous)
+                cand = np.vstack([cand, self.space.to_unit(self.space.from_unit(local))])
             pick = select_ivr_batch(gp, X_all, cand, X_mc, size)
         else:
             pick = select_ucb_batch(gp, X_all, cand, size, s.ucb_beta, maximize=s.mode == "max")

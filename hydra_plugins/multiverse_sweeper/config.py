@@ -34,9 +34,11 @@ class MultiverseSweeperConf:
     ucb_beta: float = 2.0  # exploration weight of the ucb strategy
     n_candidates: int = 2048  # quasi-random candidates the acquisition is maximised over
     n_integration: int = 1024  # quasi-random Monte-Carlo points of the IVR integral
-    gp_restarts: int = 3  # hyperparameter optimiser restarts per GP fit
+    gp_restarts: int = 3  # optimiser starts of a cold GP fit (warm refits: the last optimum + the fixed start)
     gp_max_fit_points: Optional[int] = 300  # above this many results the restarts fit a seeded subset (null: all)
     gp_refine_max_points: Optional[int] = 1000  # up to this many, the best restart is refined on all (null: never)
+    gp_lengthscale_prior: bool = False  # MAP fit with a LogNormal lengthscale prior (Hvarfner et al. 2024)
+    ivr_local_search: bool = False  # ivr: add local-search candidates around the best Sobol candidates
     kernel: str = "matern52-ard"  # matern52-ard | matern52 | rbf-ard | rbf (continuous dims)
     coregion_rank: int = 1  # rank of W in each categorical dim's B = W W^T + diag(kappa)
     stop_on_bayes_factor: Optional[float] = None  # T: stop once K > T or K < 1/T (interaction test)
