@@ -11,7 +11,9 @@ What, for every ``n`` (observations) and ``d`` (dimensions):
 - **refit**: the searcher's ``fit_gp(X, y, seed=0, n_restarts=3, max_fit_points=300,
   refine_max_points=1000)`` (exact below 300 points; above, restarts on a random 300 and one
   refinement on all up to n = 1000; see bench/scale.py), and for ``n <= --exact-fit-max-n``
-  the exact ``fit_gp`` on all points too, timed apart; every method below uses the
+  the exact ``fit_gp`` on all points too, timed apart; and the **warm refit** a sweep's
+  searcher makes at ``n``: the same call started from its fit one batch earlier
+  (``init=``, ``WARM_RESTARTS`` starts; sweeper.policy); every method below uses the
   searcher's fitted hyperparameters;
 - **ours 1 / ours 32**: ``select_ivr_batch(gp, X_cond=X, X_cand=cand, X_mc=mc, q=1 | 32)``;
 - **emukit 1**: a GPy ``GPRegression`` with the *same* fitted hyperparameters (standardised
@@ -62,7 +64,7 @@ import scipy.linalg
 from numpy.typing import NDArray
 
 from bench.report import fmt, markdown_table, median, write_results
-from sweeper.policy import single_threaded_blas
+from sweeper.policy import WARM_RESTARTS, single_threaded_blas
 from sweeper.acquisition import integrated_variance_reduction, select_ivr_batch
 from sweeper.design import sobol_design
 from sweeper.gp import GPY_JITTER, GPFit, cholesky_with_jitter, fit_gp
@@ -123,8 +125,15 @@ def measure(n: int, d: int, args: argparse.Namespace) -> dict[str, Any]:
     X, y = make_data(n, d)
     cand = sobol_design(args.candidates, d, seed=1)
     mc = sobol_design(args.mc, d, seed=2)
-    fit_s, exact_fit_s, ours1_s, ours_q_s = [], [], [], []
+    fit_s, exact_fit_s, ours1_s, ours_q_s, warm_fit_s = [], [], [], [], []
+    # The fit a sweep's searcher makes at n: warm-started from its fit one batch earlier (untimed).
+    previous = fit_gp(X[:n - args.batch], y[:n - args.batch], seed=0, n_restarts=args.restarts,
+                      max_fit_points=args.max_fit_points, refine_max_points=args.refine_max_points)
     for _ in range(args.repeats):
+        t = time.perf_counter()
+        fit_gp(X, y, seed=0, n_restarts=WARM_RESTARTS, max_fit_points=args.max_fit_points,
+               refine_max_points=args.refine_max_points, init=previous)
+        warm_fit_s.append(time.perf_counter() - t)
         t = time.perf_counter()
         gp = fit_gp(X, y, seed=0, n_restarts=args.restarts, max_fit_points=args.max_fit_points,
                     refine_max_points=args.refine_max_points)
@@ -146,6 +155,7 @@ def measure(n: int, d: int, args: argparse.Namespace) -> dict[str, Any]:
     ivr_ours = integrated_variance_reduction(gp, X, cand, mc)
     row: dict[str, Any] = {
         "n": n, "d": d, "fit_s": median(fit_s), "exact_fit_s": median(exact_fit_s) if exact_fit_s else None,
+        "warm_fit_s": median(warm_fit_s), "warm_fit_s_all": warm_fit_s,
         "ours_1_s": median(ours1_s), "ours_q_s": median(ours_q_s),
         "fit_s_all": fit_s, "exact_fit_s_all": exact_fit_s, "ours_1_s_all": ours1_s, "ours_q_s_all": ours_q_s,
         "lengthscales": gp.lengthscales.tolist(), "variance": gp.variance, "noise_variance": gp.noise_variance,
@@ -323,16 +333,16 @@ def acquisition_markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -
     def approx(r: dict[str, Any], key: str) -> str:
         return ("" if r.get("emukit_whole") and key.startswith("emukit") else "≈") + fmt(r.get(key))
 
-    header = ["n", "d", "refit s (searcher)", "exact fit s", "ours 1 s", f"ours {q} s",
-              f"refit + ours {q} s", "Emukit 1 s", f"Emukit {q} s", f"BoTorch 1 s", f"BoTorch {q} s",
+    header = ["n", "d", "refit s (searcher, cold)", "warm refit s (searcher in a sweep)", "exact fit s", "ours 1 s",
+              f"ours {q} s", f"cold refit + ours {q} s", f"warm refit + ours {q} s", "Emukit 1 s", f"Emukit {q} s", f"BoTorch 1 s", f"BoTorch {q} s",
               f"speed-up {q} vs Emukit", f"vs BoTorch", "same picks (Emukit)", "criterion rel. diff Emukit / BoTorch",
               "IPV before", f"IPV ours", "IPV Emukit", "IPV BoTorch"]
     table = []
     for r in rows:
         em, bt = "emukit_1_s" in r, "botorch_1_s" in r
         table.append([
-            str(r["n"]), str(r["d"]), fmt(r["fit_s"]), fmt(r["exact_fit_s"]), fmt(r["ours_1_s"]), fmt(r["ours_q_s"]),
-            fmt(r["fit_s"] + r["ours_q_s"]),
+            str(r["n"]), str(r["d"]), fmt(r["fit_s"]), fmt(r["warm_fit_s"]), fmt(r["exact_fit_s"]), fmt(r["ours_1_s"]),
+            fmt(r["ours_q_s"]), fmt(r["fit_s"] + r["ours_q_s"]), fmt(r["warm_fit_s"] + r["ours_q_s"]),
             approx(r, "emukit_1_s") if em else "—", approx(r, "emukit_q_s") if em else "—",
             approx(r, "botorch_1_s") if bt else "—", approx(r, "botorch_q_s") if bt else "—",
             (("" if r["emukit_whole"] else "≈") + fmt(r["emukit_q_s"] / r["ours_q_s"]) + "×") if em else "—",
@@ -345,7 +355,9 @@ def acquisition_markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -
         ])
     note = (f"{args.candidates} Sobol candidates, {args.mc} Sobol integration points; one BLAS/torch thread. "
             f"Refit: the searcher's fit_gp ({args.restarts} restarts, max_fit_points={args.max_fit_points}, "
-            f"refine_max_points={args.refine_max_points}); exact fit: all points, up to n={args.exact_fit_max_n}. "
+            f"refine_max_points={args.refine_max_points}); warm refit: the same, as a sweep makes it, started from "
+            f"its fit on the first n - {q} points plus the fixed start ({WARM_RESTARTS} starts); exact fit: all "
+            f"points, up to n={args.exact_fit_max_n}. "
             f"Medians of {args.repeats} repeat(s) (Emukit, BoTorch: {args.emukit_repeats}). Emukit's greedy batch "
             f"(fantasised means) ran whole up to n={args.emukit_batch_max_n}; above, one evaluation on "
             f"{args.emukit_timed} candidates and one model update were timed and scaled to {args.candidates} "

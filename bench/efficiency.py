@@ -18,8 +18,12 @@ is a prefix of that run: each strategy picks its points one after another):
 - ``ours``: :class:`sweeper.policy.MultiversePolicy`, ``strategy=ivr``, driven as the Tune
   searcher drives it (ask, evaluate, tell; one trial at a time), with its defaults:
   ``n_initial=8`` Sobol points, then greedy IVR batches of ``batch_size=8`` over 2048
-  Sobol candidates and 1024 integration points, GP refitted per batch (3 restarts);
-- ``ours-b1``: the same with ``batch_size=1`` (the GP refitted after every trial);
+  Sobol candidates and 1024 integration points; the rest of a batch is re-planned (GP refitted,
+  warm-started from the previous fit: 2 starts; the first fit 3 restarts) whenever results
+  arrived since it was planned and the refit is short next to a trial (each trial is
+  simulated as ``TRIAL_SECONDS`` = 60 s on the policy's clock), which with one worker is
+  after every trial;
+- ``ours-b1``: the same with ``batch_size=1`` (a new batch, so a refit, at every trial);
 - ``ucb``: the same policy with ``strategy=ucb`` (beta 2, batches of 8);
 - ``sobol`` / ``random``: the policy's space-filling designs;
 - ``emukit``: Emukit's ``ExperimentalDesignLoop`` with ``IntegratedVarianceReduction``
@@ -49,7 +53,9 @@ kept in the JSON. Two tables per run:
   own and show the same surrogate.
 
 Runs are checkpointed per (function, strategy, seed) in ``bench/results/efficiency_runs.json``
-so an interrupted benchmark resumes where it stopped (``--fresh`` starts over).
+so an interrupted benchmark resumes where it stopped (``--fresh`` starts over). Variants of
+the policy (``--policy gp_lengthscale_prior=true``) go to their own ``--checkpoint`` and
+``--results-name``, so the committed runs and tables stay as they are.
 
     python -m bench efficiency                     # 5 seeds, n up to 100 (hours on 2 cores: Emukit, BoTorch)
     python -m bench efficiency --smoke             # 1 seed, n up to 20 (a few minutes)
@@ -81,6 +87,9 @@ from bench.report import RESULTS_DIR, fmt, markdown_table, write_results
 FUNCTIONS = ("svc", "branin", "hartmann6")
 STRATEGIES = ("ours", "ours-b1", "ucb", "sobol", "random", "emukit", "botorch")
 N_DEFAULT = (10, 20, 30, 50, 100)
+#: A trial's simulated duration for the policy's clock: a minute, a short training run. The
+#: policy re-plans a batch only when its refit is short next to the trials (sweeper.policy.REPLAN_SHARE).
+TRIAL_SECONDS = 60.0
 #: Extra n scored for the trials-to-reach-Sobol figure (same-surrogate table only).
 N_REACH = (15, 25, 35, 40, 45)
 N_INITIAL = 8
@@ -103,6 +112,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, default=5, help="seeds 0..S-1 (default 5)")
     parser.add_argument("--botorch-max-n", type=int, default=None,
                         help="stop BoTorch at this many trials (its IVR costs seconds per step); default: max of --n")
+    parser.add_argument("--botorch-steps", type=int, default=None, metavar="K",
+                        help="pause each BoTorch run after K steps (its memory grows per step: 16 GB on "
+                             "Hartmann-6); its points so far stay in bench/results/botorch_partial/, and "
+                             "the same command again continues it in a fresh process")
     parser.add_argument("--jobs", type=int, default=1, help="runs in parallel processes (default 1)")
     parser.add_argument("--checkpoint", type=Path, default=CHECKPOINT, help="JSON of finished runs (resumed)")
     parser.add_argument("--fresh", action="store_true", help="ignore runs already in the checkpoint")
@@ -113,9 +126,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--tables-only", action="store_true",
                         help="run nothing: write the tables from the runs already checkpointed")
     parser.add_argument("--smoke", action="store_true", help="1 seed, n in 10 20: a check that everything runs")
+    parser.add_argument("--policy", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="PolicySettings overrides for ours / ours-b1 / ucb (JSON values, e.g. "
+                             "gp_lengthscale_prior=true); recorded in each run. Use with its own --checkpoint.")
+    parser.add_argument("--results-name", default=None, metavar="NAME",
+                        help="write the tables to bench/results/NAME.md/.json (default efficiency, "
+                             "efficiency_smoke with --smoke)")
+
+
+def policy_overrides(items: list[str]) -> dict[str, Any]:
+    """``["gp_lengthscale_prior=true", "gp_restarts=2"]`` -> ``{"gp_lengthscale_prior": True, "gp_restarts": 2}``."""
+    out: dict[str, Any] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--policy {item!r}: expected KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
 
 
 def run(args: argparse.Namespace) -> None:
+    overrides = policy_overrides(getattr(args, "policy", []))
     if args.smoke:
         args.seeds, args.n = 1, [10, 20]
         if args.checkpoint == CHECKPOINT:
@@ -138,17 +172,21 @@ def run(args: argparse.Namespace) -> None:
     print(f"{len(todo)} runs to do, {len(runs)} in {args.checkpoint}", flush=True)
     if args.jobs > 1:
         with ProcessPoolExecutor(args.jobs, initializer=_one_thread) as pool:
-            futures = [pool.submit(one_run, f, s, seed, _capped(ns, s, args)) for f, s, seed in todo]
+            futures = [pool.submit(one_run, f, s, seed, _capped(ns, s, args), overrides, args.botorch_steps)
+                       for f, s, seed in todo]
             for fut in as_completed(futures):
-                _store(runs, fut.result(), args)
+                if (result := fut.result()) is not None:
+                    _store(runs, result, args)
     else:
         _one_thread()
         for f, s, seed in todo:
-            _store(runs, one_run(f, s, seed, _capped(ns, s, args)), args)
+            if (result := one_run(f, s, seed, _capped(ns, s, args), overrides, args.botorch_steps)) is not None:
+                _store(runs, result, args)
     rows = [r for r in runs.values() if r["function"] in args.functions and r["strategy"] in args.strategies
             and r["seed"] < args.seeds and done(r["function"], r["strategy"], r["seed"])
             and not r.get("warping")]  # runs of the output-warping investigation (commit 16f456c) stay out
-    write_results("efficiency" + ("_smoke" if args.smoke else ""), efficiency_markdown(rows, args),
+    name = getattr(args, "results_name", None) or "efficiency" + ("_smoke" if args.smoke else "")
+    write_results(name, efficiency_markdown(rows, args),
                   {"settings": {k: str(v) for k, v in vars(args).items()}, "runs": rows})
 
 
@@ -226,8 +264,13 @@ def normalised_errors(mean: NDArray[np.float64], truth: NDArray[np.float64]) -> 
 
 
 # ---------------------------------------------------------------------- one run
-def one_run(function: str, strategy: str, seed: int, ns: list[int]) -> dict[str, Any]:
-    """Run ``strategy`` on ``function`` up to ``max(ns)`` trials; score the map after each n."""
+def one_run(function: str, strategy: str, seed: int, ns: list[int],
+            overrides: dict[str, Any] | None = None, botorch_steps: int | None = None) -> dict[str, Any] | None:
+    """Run ``strategy`` on ``function`` up to ``max(ns)`` trials; score the map after each n.
+
+    ``overrides``: PolicySettings fields for the policy's strategies (recorded in the result).
+    None when a BoTorch run paused after ``botorch_steps`` steps (see :func:`botorch_points`).
+    """
     f, d = objective(function)
     X_test, truth = test_set(function)
     n_max = max(ns)
@@ -236,11 +279,16 @@ def one_run(function: str, strategy: str, seed: int, ns: list[int]) -> dict[str,
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if strategy in POLICY_STRATEGIES:
-            X = policy_points(strategy, d, seed, n_max, f)
+            X = policy_points(strategy, d, seed, n_max, f, overrides)
         elif strategy == "emukit":
             X = emukit_points(d, seed, n_max, f, ns, X_test, own)
         else:
-            X = botorch_points(d, seed, n_max, f, ns, X_test, own)
+            X = botorch_points(d, seed, n_max, f, ns, X_test, own, RESULTS_DIR / "botorch_partial"
+                               / f"{function}-{seed}-n{n_max}.json", botorch_steps)
+            if X is None:
+                print(f"{function:9s} botorch  seed {seed}: paused after {botorch_steps} steps; "
+                      f"run the command again to continue", flush=True)
+                return None
     seconds = time.perf_counter() - start
     y = f(X)
     shared = {n: shared_surrogate_mean(X[:n], y[:n], X_test) for n in ns}
@@ -254,6 +302,8 @@ def one_run(function: str, strategy: str, seed: int, ns: list[int]) -> dict[str,
         "own_nrmse": {str(n): normalised_errors(m, truth)[0] for n, m in own.items()},
         "own_range_nrmse": {str(n): normalised_errors(m, truth)[1] for n, m in own.items()},
     }
+    if overrides and strategy in POLICY_STRATEGIES:
+        result["policy_overrides"] = dict(overrides)
     return result
 
 
@@ -269,19 +319,23 @@ def policy_model_mean(X: NDArray[np.float64], y: NDArray[np.float64], X_test: ND
     return shared_surrogate_mean(X, y, X_test)
 
 
-def policy_points(strategy: str, d: int, seed: int, n: int, f: Callable[..., Any]) -> NDArray[np.float64]:
+def policy_points(strategy: str, d: int, seed: int, n: int, f: Callable[..., Any],
+                  overrides: dict[str, Any] | None = None) -> NDArray[np.float64]:
     """Drive :class:`MultiversePolicy` as the Tune searcher does with one worker: ask, evaluate, tell."""
     from sweeper.policy import MultiversePolicy, PolicySettings
     from sweeper.space import SearchSpace
 
     name, batch = POLICY_STRATEGIES[strategy]
     space = SearchSpace.from_specs({f"x{i}": "interval(0, 1)" for i in range(d)})
-    policy = MultiversePolicy(space, PolicySettings(strategy=name, num_trials=n, n_initial=N_INITIAL,
-                                                    batch_size=batch, seed=seed))
+    elapsed = [0.0]  # simulated seconds: each trial takes TRIAL_SECONDS (the policy re-plans by time)
+    policy = MultiversePolicy(space, PolicySettings(**{**(overrides or {}), "strategy": name, "num_trials": n,
+                                                      "n_initial": N_INITIAL, "batch_size": batch, "seed": seed}),
+                              clock=lambda: elapsed[0])
     points = []
     while (s := policy.ask()) is not None:
         x = np.array(s.x)
         points.append(x)
+        elapsed[0] += TRIAL_SECONDS
         policy.tell(s.index, float(f(x[None, :])[0]))
     return np.array(points)
 
@@ -329,8 +383,14 @@ def emukit_points(d: int, seed: int, n: int, f: Callable[..., Any], ns: list[int
 
 
 def botorch_points(d: int, seed: int, n: int, f: Callable[..., Any], ns: list[int],
-                   X_test: NDArray[np.float64], own: dict[int, NDArray[np.float64]]) -> NDArray[np.float64]:
-    """BoTorch's qNegIntegratedPosteriorVariance, one point per iteration, the model refitted each time."""
+                   X_test: NDArray[np.float64], own: dict[int, NDArray[np.float64]], partial: Path,
+                   max_steps: int | None = None) -> NDArray[np.float64] | None:
+    """BoTorch's qNegIntegratedPosteriorVariance, one point per iteration, the model refitted each time.
+
+    Resumable: every step is seeded by its index and its points (and own-map errors) are saved
+    to ``partial``, so a run stopped anywhere (killed, out of memory, or paused after
+    ``max_steps`` steps: then None) continues there, with the points it would have chosen.
+    """
     import torch
     from botorch.acquisition.active_learning import qNegIntegratedPosteriorVariance
     from botorch.fit import fit_gpytorch_mll
@@ -339,9 +399,12 @@ def botorch_points(d: int, seed: int, n: int, f: Callable[..., Any], ns: list[in
     from botorch.optim import optimize_acqf
     from gpytorch.mlls import ExactMarginalLogLikelihood
 
-    torch.manual_seed(seed)
     dtype = torch.float64
     X = torch.tensor(initial_design(d, seed, n), dtype=dtype)
+    if partial.exists():
+        saved = json.loads(partial.read_text(encoding="utf-8"))
+        X = torch.tensor(saved["X"], dtype=dtype)
+        own.update({int(k): np.array(v) for k, v in saved["own"].items()})
     Y = torch.tensor(f(X.numpy()), dtype=dtype)[:, None]
     mc = torch.tensor(integration_points(d, seed)[:BOTORCH_INTEGRATION], dtype=dtype)
     bounds = torch.stack([torch.zeros(d, dtype=dtype), torch.ones(d, dtype=dtype)])
@@ -352,16 +415,29 @@ def botorch_points(d: int, seed: int, n: int, f: Callable[..., Any], ns: list[in
         fit_gpytorch_mll(ExactMarginalLogLikelihood(model.likelihood, model))
         return model
 
+    steps = 0
     while X.shape[0] < n:
+        if max_steps is not None and steps >= max_steps:
+            return None
+        torch.manual_seed(seed * 100_003 + X.shape[0])
         model = fitted()
         acq = qNegIntegratedPosteriorVariance(model, mc_points=mc)
-        x, _ = optimize_acqf(acq, bounds=bounds, q=1, num_restarts=BOTORCH_RESTARTS, raw_samples=BOTORCH_RAW_SAMPLES)
+        # init_batch_limit: the 128 raw samples scored 32 at a time (the same scores, less memory).
+        x, _ = optimize_acqf(acq, bounds=bounds, q=1, num_restarts=BOTORCH_RESTARTS, raw_samples=BOTORCH_RAW_SAMPLES,
+                             options={"init_batch_limit": 32})
         X = torch.cat([X, x.detach()])
         Y = torch.cat([Y, torch.tensor(f(x.detach().numpy()), dtype=dtype)[:, None]])
         if X.shape[0] in ns:
             model = fitted()
             with torch.no_grad():
                 own[X.shape[0]] = model.posterior(test).mean[:, 0].numpy()
+        steps += 1
+        partial.parent.mkdir(parents=True, exist_ok=True)
+        tmp = partial.with_suffix(".tmp")
+        tmp.write_text(json.dumps({"X": X.tolist(), "own": {str(k): v.tolist() for k, v in own.items()}}),
+                       encoding="utf-8")
+        tmp.replace(partial)
+    partial.unlink(missing_ok=True)
     return X.numpy()
 
 
@@ -426,7 +502,8 @@ def efficiency_markdown(rows: list[dict[str, Any]], args: argparse.Namespace) ->
                    f"n=50.\n\n{markdown_table(['function', 'strategy', 'Sobol n=50 error', 'trials'], reach)}")
     note = (f"Every model-based strategy starts from the same {N_INITIAL} Sobol points; "
             f"integration points: {N_INTEGRATION} Sobol. ours: policy defaults (IVR, batches of 8, 2048 "
-            f"candidates); ours-b1: batches of 1. Emukit: ExperimentalDesignLoop + IntegratedVarianceReduction, "
+            f"candidates, the rest of a batch re-planned when a result arrives; trials of {TRIAL_SECONDS:g} s "
+            f"simulated); ours-b1: batches of 1. BoTorch steps seeded by index (resumable). Emukit: ExperimentalDesignLoop + IntegratedVarianceReduction, "
             f"GPy Matern52 ARD, GradientAcquisitionOptimizer(num_samples={EMUKIT_ANCHORS}). BoTorch: SingleTaskGP + Standardize, "
             f"qNegIntegratedPosteriorVariance ({BOTORCH_INTEGRATION} integration points), optimize_acqf(q=1, "
             f"num_restarts={BOTORCH_RESTARTS}, raw_samples={BOTORCH_RAW_SAMPLES}); BoTorch stopped at n="
