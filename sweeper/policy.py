@@ -259,6 +259,10 @@ class Suggestion:
 class MultiversePolicy:
     """Ask/tell search over a :class:`~sweeper.space.SearchSpace` (no Ray, no Hydra).
 
+    ``clock`` (seconds) tells the policy how long trials take, for the choice to re-plan a
+    batch (:meth:`_replan_affordable`); a benchmark that evaluates instantly passes a
+    simulated one.
+
     Example:
         >>> from sweeper.space import SearchSpace
         >>> space = SearchSpace.from_specs({"x": "interval(0, 1)"})

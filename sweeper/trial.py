@@ -108,7 +108,9 @@ def make_trainable(ctx: TrialContext) -> Callable[[dict[str, Any]], dict[str, An
     store once and the trainable holds only its reference. Tune unpickles the registered
     trainable in the driver for every trial it creates (``Trial.get_trainable_cls``); with
     the context inside, that was 40 % of the driver's time in a sweep of trivial trials.
-    Each worker process fetches the context once (:func:`_context`).
+    Each worker process fetches the context once (:func:`_context`). Ray pins an object
+    whose reference is pickled this way (into Tune's registry) for the driver's lifetime,
+    i.e. the sweep's; ``RAY_allow_out_of_band_object_ref_serialization=0`` would refuse it.
     """
     import ray
 
