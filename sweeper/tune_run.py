@@ -73,6 +73,7 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     # No Tune logger callbacks: MLflow is the record. Tune's per-trial JSON log duplicated it
     # (unredacted) and cost about a tenth of the driver's time per trial.
     callbacks = [recorder, FaultGuard(job.metric, settings.trial_timeout_s)]
+    _quiet_missing_result_logs()
     if job.ledger is not None:
         tuner = _restored_tuner(job, trainable, searcher, recorder, callbacks)
     else:
@@ -82,6 +83,23 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     finally:
         recorder.close()  # every queued MLflow write lands (or waits in the spool) before the summary
     return recorder, searcher
+
+
+class _MissingResultLogs(logging.Filter):
+    """Drops Tune's warning that trials have no result logs: the sweep writes none on purpose.
+
+    At the end of ``fit`` Tune's result grid reads every trial's ``result.json`` or
+    ``progress.csv`` and warns, one line per trial, when neither exists.
+    """
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Failed to fetch metrics for")
+
+
+def _quiet_missing_result_logs() -> None:
+    tune_log = logging.getLogger("ray.tune.analysis.experiment_analysis")
+    if not any(isinstance(f, _MissingResultLogs) for f in tune_log.filters):
+        tune_log.addFilter(_MissingResultLogs())
 
 
 def _new_tuner(job: TuneJob, trainable: Any, searcher: Any, callbacks: list[Any], bundle: dict[str, float]) -> Any:
