@@ -154,13 +154,13 @@ class DurableWriter:
                     self._release(held)
                     return
                 self._release(held, due_only=True)
+                # A held creation goes first: before its child's, or before its own run's next write.
                 for handle in (op.get("parent_run_id"), op["run"] if op["op"] != "start_run" else None):
-                    start = held.pop(handle, None) if handle else None
-                    if start is not None and handle == op["run"] and op["op"] == "log":
-                        start, op = _coalesced(start[1], op)
-                        self._write(start)
-                    elif start is not None:
-                        self._write(start[1])
+                    creation = held.pop(handle)[1] if handle in held else None
+                    if creation is not None and handle == op["run"] and op["op"] == "log":
+                        creation, op = _coalesced(creation, op)
+                    if creation is not None:
+                        self._write(creation)
                 if op["op"] == "start_run" and not self._spooled:
                     held[op["run"]] = (time.monotonic() + HOLD_START_S, op)
                     continue

@@ -128,7 +128,6 @@ class MLflowTracker:
         self.experiment_id = experiment_id
         self.experiment_name = experiment_name
         self._artifact_uris: dict[str, str] = {}  # run id -> artifact URI, of the runs this tracker created
-        _use_write_ahead_log(self.tracking_uri)
 
     # -------------------------------------------------------------- runs
     def start_run(
@@ -252,7 +251,8 @@ def _client(tracking_uri: str, attempts: int = 6) -> MlflowClient:
     name", an ``alembic_version`` mismatch): MLflow does not lock around them. Trackers
     take turns through an exclusive ``flock`` on the database file (SQLite's own locks are
     ``fcntl`` locks, independent of it); against any other process, opening again once the
-    other has finished succeeds.
+    other has finished succeeds. A SQLite store is put in write-ahead-log mode in the same
+    turn (:func:`_use_write_ahead_log`).
     """
     path = tracking_uri[len("sqlite:///"):] if tracking_uri.startswith("sqlite:///") else None
     for attempt in range(attempts):
@@ -262,7 +262,9 @@ def _client(tracking_uri: str, attempts: int = 6) -> MlflowClient:
             with open(path, "ab") as db_file:  # an empty file is a new SQLite database
                 fcntl.flock(db_file, fcntl.LOCK_EX)
                 try:
-                    return MlflowClient(tracking_uri)
+                    client = MlflowClient(tracking_uri)
+                    _use_write_ahead_log(path)
+                    return client
                 finally:
                     fcntl.flock(db_file, fcntl.LOCK_UN)
         except Exception as exc:  # noqa: BLE001 - SQLAlchemy's or alembic's error, wrapped or not
@@ -285,7 +287,7 @@ def _tags(tags: Mapping[str, Any] | None) -> list[RunTag]:
             if v is not None]
 
 
-def _use_write_ahead_log(tracking_uri: str) -> None:
+def _use_write_ahead_log(path: str) -> None:
     """Put a SQLite store in write-ahead-log mode (a setting the database file keeps).
 
     In SQLite's default rollback-journal mode every commit syncs the database and its
@@ -296,9 +298,6 @@ def _use_write_ahead_log(tracking_uri: str) -> None:
     ``sweeper report``) no longer block the sweep's writes. SQLite's one limit on WAL, a
     database on a network file system, is a limit of SQLite stores anyway.
     """
-    if not tracking_uri.startswith("sqlite:///"):
-        return
-    path = tracking_uri[len("sqlite:///"):]
     try:
         with closing(sqlite3.connect(path, timeout=5)) as connection:
             connection.execute("PRAGMA journal_mode=WAL")
