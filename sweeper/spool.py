@@ -41,6 +41,8 @@ log = logging.getLogger(__name__)
 SPOOL_FILE = "mlflow_spool.jsonl"
 RETRY_DELAYS_S = (1.0, 2.0, 4.0, 8.0)
 DRAIN_EVERY_S = 5.0
+#: The tag (``sweeper.writer_handle``) naming the handle a run was created under, so a retried creation finds it.
+HANDLE_TAG = "writer_handle"
 #: How long a run's creation waits for the run's first log, to be written with it.
 HOLD_START_S = 0.5
 #: Tags a run may be created with at once (MLflow's batch limit); above it, no coalescing.
@@ -195,6 +197,7 @@ class DurableWriter:
                 if not is_outage(exc):
                     self._drop(op, exc)
                     return
+                op["tried"] = True  # it may have landed before the connection broke (see _apply)
                 if delay is None or self.spool_path is None:
                     if self.spool_path is None:
                         self._drop(op, exc)
@@ -208,9 +211,16 @@ class DurableWriter:
     def _apply(self, op: dict[str, Any]) -> None:
         kind, run = op["op"], op["run"]
         if kind == "start_run":
+            # A creation tried before may have reached the store with its answer lost in the
+            # outage: the run tagged with this handle is that run, not one to create twice.
+            existing = self.tracker.run_tagged(HANDLE_TAG, run) if op.get("tried") else None
+            if existing is not None:
+                self._ids[run] = existing
+                self.tracker.log(existing, params=op["params"])
+                return
             parent = self.run_id(op["parent_run_id"]) if op["parent_run_id"] else None
             self._ids[run] = self.tracker.start_run(op["run_name"], parent_run_id=parent, params=op["params"],
-                                                    tags=op["tags"])
+                                                    tags={**(op["tags"] or {}), HANDLE_TAG: run})
             return
         run_id = self.run_id(run)
         if run_id is None:

@@ -208,6 +208,12 @@ class MLflowTracker:
             path.write_text(redact_text(text), encoding="utf-8")
             repository.log_artifact(str(path), directory or None)
 
+    def run_tagged(self, key: str, value: str) -> str | None:
+        """The id of this experiment's run whose tag ``sweeper.<key>`` is ``value``, or None."""
+        runs = self.client.search_runs([self.experiment_id], filter_string=f"tags.`sweeper.{key}` = '{value}'",
+                                       max_results=1)
+        return runs[0].info.run_id if runs else None
+
     def reopen(self, run_id: str) -> None:
         """Mark a sweep's run RUNNING again, for a resumed sweep (its driver died, or it was stopped)."""
         self.client.update_run(run_id, status="RUNNING")

@@ -45,7 +45,7 @@ def test_a_run_whose_first_log_comes_soon_is_created_with_it(tracker: MLflowTrac
     writer.finish("closing", handle, "FINISHED")
     writer.close()
 
-    assert calls == [("create_run", {"mlflow.runName", "sweeper.status", "sweeper.seed"}),
+    assert calls == [("create_run", {"mlflow.runName", "sweeper.status", "sweeper.seed", "sweeper.writer_handle"}),
                      ("log_batch", {"x", "score"})]  # one transaction fewer than create + params + results
     run = tracker.client.get_run(writer.run_id(handle))
     assert run.info.status == "FINISHED" and run.data.params == {"x": "0.5"} and run.data.metrics == {"score": 0.75}
@@ -91,3 +91,19 @@ def test_writes_that_could_change_the_record_are_left_apart() -> None:
     assert _coalesced(start, many_tags) == (start, many_tags)
     created, logged = _coalesced(start, {"op": "log", "run": "h", "params": None, "metrics": {"s": 1}, "tags": {"a": 2}})
     assert created["tags"] == {"a": 2} and created["params"] is None and logged["params"] == {"x": 1}
+
+
+def test_a_creation_retried_after_an_outage_finds_the_run_it_made(tracker: MLflowTracker) -> None:
+    """The store created the run but its answer was lost: the retry must not create a second one."""
+    writer = DurableWriter(tracker, None)
+    writer.close()
+    handle = "local-" + "ab" * 16
+    created = tracker.start_run("trial-0003", tags={"writer_handle": handle})  # what reached the store
+    op = {"op": "start_run", "what": "creating", "run": handle, "run_name": "trial-0003", "parent_run_id": None,
+          "params": {"x": 0.5}, "tags": {"status": "RUNNING"}, "tried": True}
+
+    writer._apply(op)
+
+    assert writer.run_id(handle) == created
+    assert len(tracker.client.search_runs([tracker.experiment_id])) == 1
+    assert tracker.client.get_run(created).data.params == {"x": "0.5"}
