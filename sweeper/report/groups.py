@@ -42,7 +42,7 @@ SEED_KEYS = ("seed", "env.seed")
 #: ``sweeper.*`` tags that describe the sweep's bookkeeping, not how a score was obtained.
 BOOKKEEPING_TAGS = frozenset({
     "trial_index", "phase", "batch", "strategy", "acquisition", "predicted_mean", "predicted_sd",
-    "tune_trial_id", "status", "duration_s", "error", "pid", "role",
+    "tune_trial_id", "status", "duration_s", "error", "pid", "role", "unit_point", "writer_handle",
 })
 MISSING = "—"
 

@@ -13,15 +13,13 @@ from pathlib import Path
 
 import pytest
 
+from sweeper.report.groups import BOOKKEEPING_TAGS
 from tests.conftest import REPO
 from tests.integration.conftest import Sweep, run_cli
 
 pytestmark = pytest.mark.integration
 
 TORCH_APP = REPO / "tests" / "integration" / "apps" / "torchy.py"
-#: Tags that differ between any two trials whatever their environment (bookkeeping, worker process).
-BOOKKEEPING = {"trial_index", "tune_trial_id", "duration_s", "pid", "acquisition", "predicted_mean",
-               "predicted_sd", "batch", "phase", "status", "error", "unit_point"}
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +64,7 @@ def test_conditions_differ_exactly_in_the_swept_fields(env_sweep: Sweep) -> None
 
     def conditions(r) -> dict[str, str]:
         return {k[len("sweeper."):]: v for k, v in r.data.tags.items()
-                if k.startswith("sweeper.") and k[len("sweeper."):] not in BOOKKEEPING}
+                if k.startswith("sweeper.") and k[len("sweeper."):] not in BOOKKEEPING_TAGS}
 
     allowed = {"seed", "env_in_force.seed", "env_in_force.torch_threads", "env_in_force.blas_threads",
                "env.OMP_NUM_THREADS", "env.MKL_NUM_THREADS", "env.OPENBLAS_NUM_THREADS"}

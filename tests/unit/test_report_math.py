@@ -115,6 +115,9 @@ def hand_made_trials() -> pd.DataFrame:
         "metric.acc": [r["acc"] for r in rows], "metric.loss": [r["loss"] for r in rows],
         "tag.host": [r["host"] for r in rows], "tag.seed": [str(r["seed"]) for r in rows],
         "tag.pid": [str(100 + r["index"]) for r in rows], "tag.pkg.numpy": "2.4.6",
+        # per-trial bookkeeping the recorder and the MLflow writer add
+        "tag.writer_handle": [f"h{r['index']}" for r in rows],
+        "tag.unit_point": [f"[{r['index'] / 10}]" for r in rows],
     })
     return frame
 
@@ -124,7 +127,8 @@ def test_qra_groups_are_objects_measured_more_than_once() -> None:
     assert [g.table["index"].tolist() for g in groups] == [[0, 1, 2], [3, 4]]
     first, second = groups
     assert first.object == {"lr": 0.1, "depth": 2}
-    # Only conditions that vary within the group; the seed tag repeats env.seed, the pid is bookkeeping.
+    # Only conditions that vary within the group; the seed tag repeats env.seed; the pid,
+    # writer handle and unit point are bookkeeping.
     assert first.conditions == ["param.env.seed", "tag.host"]
     assert list(first.table.columns) == ["index", "run_id", "env.seed", "host", "acc", "loss"]
     assert first.table["host"].tolist() == ["a", "a", "b"]
