@@ -56,6 +56,8 @@ INIT_VARIANCE = 1.0
 INIT_NOISE = 1e-2
 INIT_W = 0.5
 INIT_KAPPA = 0.5
+#: Observations of each category kept in a hyperparameter subset however rare it is (:func:`fit_subset`).
+MIN_PER_CATEGORY = 3
 
 
 def cholesky_with_jitter(K: NDArray[np.float64], max_tries: int = 6) -> NDArray[np.float64]:
@@ -501,7 +503,8 @@ def fit_gp(
     z = (y - y_mean) / y_std
     subset = None
     if max_fit_points is not None and X.shape[0] > max_fit_points:
-        subset = fit_subset(X.shape[0], int(max_fit_points), rng)
+        labels = [category_index(X[:, c], k) for c, k in sorted((categories or {}).items())]
+        subset = fit_subset(X.shape[0], int(max_fit_points), rng, labels)
     X_fit, z_fit = (X, z) if subset is None else (X[subset], z[subset])
     optima: list[list[NDArray[np.float64]]] = []
     refine = subset is not None and refine_max_points is not None and X.shape[0] <= refine_max_points
@@ -538,7 +541,10 @@ def fit_gp(
     return gp
 
 
-def fit_subset(n: int, size: int, seed: int | Sequence[int] | np.random.Generator | None) -> NDArray[np.intp]:
+def fit_subset(
+    n: int, size: int, seed: int | Sequence[int] | np.random.Generator | None,
+    labels: Sequence[NDArray[np.intp]] = (),
+) -> NDArray[np.intp]:
     """Which ``size`` of ``n`` observations to fit hyperparameters on: a seeded uniform draw.
 
     Uniform, not space-filling: the hyperparameters describe how fast the function varies
@@ -546,12 +552,33 @@ def fit_subset(n: int, size: int, seed: int | Sequence[int] | np.random.Generato
     far pairs (and so the noise and lengthscale evidence) of the whole set, only thinner;
     a maximin subset would drop exactly the close pairs that pin the noise down.
 
+    Categories (``labels``: one category index per observation for each categorical
+    column) are the exception: a category seen a few times in thousands of trials would
+    often be missing from a uniform draw, and its row of the coregionalization matrix
+    would then be fitted on nothing while the posterior conditions on its results. So up
+    to ``MIN_PER_CATEGORY`` observations of every category present are drawn first, and
+    the rest of the subset uniformly from the others. Without labels the draw is the
+    plain uniform one.
+
     Returns:
         Sorted distinct indices into ``range(n)``, shape ``(min(size, n),)``.
     """
     if size >= n:
         return np.arange(n, dtype=np.intp)
-    return np.sort(as_generator(seed).choice(n, size=size, replace=False)).astype(np.intp)
+    rng = as_generator(seed)
+    if not labels:
+        return np.sort(rng.choice(n, size=size, replace=False)).astype(np.intp)
+    reserved: list[int] = []
+    for column in labels:
+        for level in np.unique(column):
+            members = np.flatnonzero(column == level)
+            reserved.extend(rng.choice(members, size=min(MIN_PER_CATEGORY, members.size), replace=False).tolist())
+    kept = np.unique(np.asarray(reserved, dtype=np.intp))
+    if kept.size >= size:  # more categories than the subset holds: a uniform draw among the reserved
+        return np.sort(rng.choice(kept, size=size, replace=False)).astype(np.intp)
+    rest = np.setdiff1d(np.arange(n, dtype=np.intp), kept)
+    fill = rng.choice(rest, size=size - kept.size, replace=False)
+    return np.sort(np.concatenate([kept, fill])).astype(np.intp)
 
 
 def _maximise_likelihood(

@@ -44,6 +44,27 @@ def test_fit_subset_is_seeded_sorted_and_distinct() -> None:
     assert np.array_equal(fit_subset(50, 100, seed=0), np.arange(50))
 
 
+def test_fit_subset_keeps_every_category_however_rare() -> None:
+    rng = np.random.default_rng(0)
+    # 2000 results, category 2 of column A seen 4 times and category 1 of column B twice.
+    a = np.zeros(2000, dtype=np.intp)
+    a[rng.choice(2000, 4, replace=False)] = 2
+    a[rng.choice(np.flatnonzero(a == 0), 900, replace=False)] = 1
+    b = np.zeros(2000, dtype=np.intp)
+    b[[5, 1500]] = 1
+    uniform = [fit_subset(2000, 300, seed=s) for s in range(20)]
+    assert sum(not np.any(a[u] == 2) for u in uniform) >= 5  # what a uniform draw loses
+    for s in range(20):
+        rows = fit_subset(2000, 300, seed=s, labels=[a, b])
+        assert rows.shape == (300,) and np.all(np.diff(rows) > 0)
+        assert np.sum(a[rows] == 2) >= 3 and np.sum(b[rows] == 1) == 2
+        assert 100 < np.sum(a[rows] == 1) < 170  # the rest stays a uniform draw (expected 135)
+    assert np.array_equal(fit_subset(2000, 300, seed=1, labels=[a, b]), fit_subset(2000, 300, seed=1, labels=[a, b]))
+    # More categories than room: still ``size`` distinct rows.
+    many = np.arange(2000) % 500
+    assert np.unique(fit_subset(2000, 300, seed=0, labels=[many])).shape == (300,)
+
+
 def test_at_or_below_max_fit_points_the_fit_is_bit_identical(sample: tuple[np.ndarray, np.ndarray]) -> None:
     X, y = sample[0][:80], sample[1][:80]
     plain = fit_gp(X, y, seed=4, n_restarts=2)
