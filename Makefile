@@ -38,7 +38,7 @@ system-deps:
 	@bash scripts/install-test-services.sh
 
 test-integration: $(STAMP) system-deps
-	@$(call run_pytest,-m integration -q)
+	@$(call run_pytest,-m integration -q --durations=15)
 
 BENCH_STAMP := $(VENV)/.installed-bench
 
