@@ -93,6 +93,8 @@ def interaction_bayes_factor(
     seed: int | Sequence[int] = 0,
     n_restarts: int = 3,
     additive_log_likelihood: float | None = None,
+    max_fit_points: int | None = None,
+    refine_max_points: int | None = None,
 ) -> BayesFactor:
     """Fit the additive and the shared GP to ``(X, y)`` and return their Bayes factor (eq. 8).
 
@@ -108,6 +110,11 @@ def interaction_bayes_factor(
         additive_log_likelihood: The additive model's optimised log marginal likelihood
             from an earlier call on the same data, kernel and seed (the pairwise tests
             share it); None fits it.
+        max_fit_points: Above this many results, both models' hyperparameters are fitted
+            on the same seeded subset (categories kept) and their likelihoods taken on all
+            results (:func:`sweeper.gp.fit_gp`); None fits on all of them. A sweep's
+            in-flight test passes its searcher's setting, so the test scales as the search does.
+        refine_max_points: Up to this many results, a subset fit is refined on all of them.
 
     Returns:
         The :class:`BayesFactor`.
@@ -130,7 +137,8 @@ def interaction_bayes_factor(
             raise ValueError(f"pair must name two different dims in 0..{d - 1}; got {pair!r}")
         shared = [[i, j]] + [[k] for k in range(d) if k not in (i, j)]
         dims = (i, j)
-    common = {"seed": seed, "n_restarts": n_restarts, "categories": categories, "kernel": kernel}
+    common = {"seed": seed, "n_restarts": n_restarts, "categories": categories, "kernel": kernel,
+              "max_fit_points": max_fit_points, "refine_max_points": refine_max_points}
     if additive_log_likelihood is None:
         additive_log_likelihood = fit_gp(X, y, terms=singles, **common).log_likelihood
     joint = fit_gp(X, y, terms=shared, **common)

@@ -495,7 +495,9 @@ class MultiversePolicy:
         try:
             with single_threaded_blas():
                 bf = interaction_bayes_factor(X, y, categories=self.space.categories(), kernel=s.kernel,
-                                              seed=[s.seed, batch, _STREAM_BAYES], n_restarts=s.gp_restarts)
+                                              seed=[s.seed, batch, _STREAM_BAYES], n_restarts=s.gp_restarts,
+                                              max_fit_points=s.gp_max_fit_points,
+                                              refine_max_points=s.gp_refine_max_points)
         except (RuntimeError, np.linalg.LinAlgError) as exc:
             log.warning("interaction test before batch %d failed (%s); the sweep goes on", batch, exc)
             return False

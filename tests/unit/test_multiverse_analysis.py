@@ -19,6 +19,7 @@ from sweeper.analysis.multiverse import (
     sensitivity,
 )
 from sweeper.design import sobol_design
+from sweeper.interaction import interaction_bayes_factor
 from sweeper.space import FloatDim, GridDim, IntDim, SearchSpace
 
 
@@ -32,6 +33,22 @@ def test_bayes_factor_favours_the_additive_kernel_for_an_additive_function(seed:
 def test_bayes_factor_favours_the_shared_kernel_for_an_interacting_function(seed: int) -> None:
     X = sobol_design(40, 2, seed=seed)
     assert bayes_factor(X, np.sin(6 * X[:, 0] * X[:, 1]), seed=seed) < 1
+
+
+def test_bayes_factor_fitted_on_a_subset_keeps_its_verdict_and_scores_all_results(
+        caplog: pytest.LogCaptureFixture) -> None:
+    X = sobol_design(160, 2, seed=0)
+    small = X[:50]
+    y_small = np.sin(3 * small[:, 0]) + small[:, 1] ** 2
+    assert interaction_bayes_factor(small, y_small, max_fit_points=60) == interaction_bayes_factor(small, y_small)
+    for y, sign in ((np.sin(3 * X[:, 0]) + X[:, 1] ** 2, 1), (np.sin(6 * X[:, 0] * X[:, 1]), -1)):
+        exact = interaction_bayes_factor(X, y)
+        with caplog.at_level("DEBUG", logger="sweeper.gp"):
+            caplog.clear()
+            subset = interaction_bayes_factor(X, y, max_fit_points=60)
+        assert "fitted on 60 of 160 observations" in caplog.text
+        assert sign * exact.log10_K > 1 and sign * subset.log10_K > 1
+        assert subset.n == 160 and subset.shared_log_likelihood != exact.shared_log_likelihood
 
 
 def test_bayes_factor_reads_original_units_through_the_space() -> None:

@@ -93,6 +93,24 @@ def test_stop_on_bayes_factor_ends_the_sweep_when_conclusive(f, verdict: str, si
     assert len(policy.suggestions) == stop.n
 
 
+def test_the_in_sweep_interaction_test_fits_on_a_subset_as_the_search_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sweeper.policy
+
+    real, calls = sweeper.policy.interaction_bayes_factor, []
+
+    def recorded(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(sweeper.policy, "interaction_bayes_factor", recorded)
+    settings = PolicySettings(strategy="ivr", num_trials=64, n_initial=16, batch_size=8, seed=0, deterministic=True,
+                              stop_on_bayes_factor=10.0, gp_max_fit_points=20, gp_refine_max_points=None, **FAST)
+    policy = MultiversePolicy(SPACE_2D, settings)
+    run(policy, interacting)
+    assert calls and all(c["max_fit_points"] == 20 and c["refine_max_points"] is None for c in calls)
+    assert policy.stopped_on_bayes_factor is not None and policy.stopped_on_bayes_factor.verdict == "interaction"
+
+
 def test_inconclusive_threshold_runs_to_the_end_and_state_keeps_the_checks() -> None:
     settings = PolicySettings(strategy="sobol", num_trials=24, batch_size=8, seed=0, stop_on_bayes_factor=1e300)
     policy = MultiversePolicy(SPACE_2D, settings)
