@@ -35,7 +35,7 @@ import scipy.linalg
 from numpy.typing import NDArray
 
 from sweeper.design import as_generator
-from sweeper.kernels import CategoryFactor, KernelTerm, category_index, kernel_family
+from sweeper.kernels import CategoryFactor, KernelTerm, category_index, category_labels, kernel_family
 
 log = logging.getLogger(__name__)
 
@@ -503,8 +503,7 @@ def fit_gp(
     z = (y - y_mean) / y_std
     subset = None
     if max_fit_points is not None and X.shape[0] > max_fit_points:
-        labels = [category_index(X[:, c], k) for c, k in sorted((categories or {}).items())]
-        subset = fit_subset(X.shape[0], int(max_fit_points), rng, labels)
+        subset = fit_subset(X.shape[0], int(max_fit_points), rng, category_labels(X, categories))
     X_fit, z_fit = (X, z) if subset is None else (X[subset], z[subset])
     optima: list[list[NDArray[np.float64]]] = []
     refine = subset is not None and refine_max_points is not None and X.shape[0] <= refine_max_points

@@ -29,6 +29,7 @@ References:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -95,6 +96,11 @@ def category_index(u: NDArray[np.float64], k: int) -> NDArray[np.intp]:
     """The category of unit-cube coordinates ``u``: cell ``floor(u k)``, clipped to ``0..k-1``."""
     return np.clip(np.floor(np.asarray(u, dtype=np.float64) * k), 0, k - 1).astype(np.intp)
 
+
+
+def category_labels(X: NDArray[np.float64], categories: Mapping[int, int] | None) -> list[NDArray[np.intp]]:
+    """The category of every row of ``X`` in each categorical column (column -> ``k``), columns in order."""
+    return [category_index(X[:, c], k) for c, k in sorted((categories or {}).items())]
 
 @dataclass(frozen=True)
 class CategoryFactor:

@@ -55,7 +55,7 @@ from sweeper.analysis.multiverse_plots import (
 )
 from sweeper.gp import fit_subset
 from sweeper.interaction import CONCLUSIVE_LOG10
-from sweeper.kernels import KERNELS, category_index
+from sweeper.kernels import KERNELS, category_labels
 from sweeper.report.build import ReportError, _finite, log_files
 from sweeper.report.build import _points as _trial_points
 from sweeper.report.document import OutputDir
@@ -165,8 +165,7 @@ def build_multiverse(
     U_out = _excluded_points(space, _trial_points(excluded, records))
     fit_rows = np.arange(len(y_in))
     if len(fit_rows) > max_fit_points:
-        labels = [category_index(U_in[:, c], k) for c, k in sorted(space.categories().items())]
-        fit_rows = fit_subset(len(y_in), max_fit_points, [seed, 3], labels)  # every category kept
+        fit_rows = fit_subset(len(y_in), max_fit_points, [seed, 3], category_labels(U_in, space.categories()))
     fit = fit_multiverse(space, U_in[fit_rows], y_in[fit_rows], kernel=kernel, seed=seed)
     out = OutputDir(out_dir)
     summary: dict[str, Any] = {
