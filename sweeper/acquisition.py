@@ -318,7 +318,8 @@ def select_ucb_batch(
     if not beta >= 0.0:
         raise ValueError(f"beta must be >= 0; got {beta!r}")
     X_cond = _as_points(X_cond, d, "X_cond")
-    mean, _ = gp.predict(X_cand)
+    # On the GP's own (warped, standardised) scale: the warp is monotone, so the order is the metric's.
+    mean, _ = gp.predict_warped(X_cand)
     mean_std = (np.asarray(mean, dtype=np.float64) - gp.y_mean) / gp.y_std
     sign = 1.0 if maximize else -1.0
     cond = _Conditioner(gp, X_cond, X_cand, q)

@@ -136,6 +136,24 @@ def _add_sweep_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
     parser.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI, help=f"default: {DEFAULT_TRACKING_URI}")
     parser.add_argument("--run", default=None, help="the sweep's parent run id (default: the latest sweep)")
     parser.add_argument("--metric", default=None, help=f"the metric to {verb} (default: the sweep's metric)")
+    parser.add_argument("--bounds", nargs=2, default=None, metavar=("LOW", "HIGH"),
+                        help="the metric's bounds, either null (e.g. 0 1 for an accuracy, 0 null for a loss): the "
+                             "GP models it inside them. Default: hydra.sweeper.metric_bounds as the sweep "
+                             "recorded them; 'null null' models the raw values")
+
+
+def _bounds(args: argparse.Namespace) -> Any:
+    """``--bounds`` as MetricBounds (None for 'null null'), or the sweep's own when not given."""
+    from sweeper.report.build import SWEEP_BOUNDS, ReportError
+    from sweeper.warping import MetricBounds
+
+    if args.bounds is None:
+        return SWEEP_BOUNDS
+    try:
+        return MetricBounds.parse(args.bounds)
+    except ValueError as exc:
+        raise ReportError(f"--bounds {' '.join(args.bounds)}: {exc}. Give LOW < HIGH, null for an open side, "
+                          f"e.g. --bounds 0 1 for an accuracy, --bounds 0 null for a loss") from None
 
 
 def _add_report_parser(sub: Any) -> None:
@@ -169,7 +187,7 @@ def _report(args: argparse.Namespace) -> int:
         out = Path(args.out or f"report-{args.experiment}").resolve()
         surrogate = {"auto": None, "always": True, "never": False}[args.surrogate]
         report = build_report(records, metric=args.metric, mode=args.mode, group_by=args.group_by,
-                              trial_filter=rule, out_dir=out, surrogate=surrogate)
+                              trial_filter=rule, out_dir=out, surrogate=surrogate, bounds=_bounds(args))
     except (SweepNotFoundError, FilterError, ReportError) as exc:
         print(f"sweeper report: {exc}", file=sys.stderr)
         return 1
@@ -224,7 +242,8 @@ def _multiverse(args: argparse.Namespace) -> int:
         records = load_sweep(args.experiment, args.tracking_uri, args.run)
         out = Path(args.out or f"multiverse-{args.experiment}-{args.kernel}").resolve()
         report = build_multiverse(records, out_dir=out, metric=args.metric, trial_filter=rule_text,
-                                  kernel=args.kernel, others=args.others, resolution=args.resolution, seed=args.seed)
+                                  kernel=args.kernel, others=args.others, resolution=args.resolution, seed=args.seed,
+                                  bounds=_bounds(args))
     except (SweepNotFoundError, FilterError, ReportError) as exc:
         print(f"sweeper multiverse: {exc}", file=sys.stderr)
         return 1

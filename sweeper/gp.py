@@ -36,6 +36,7 @@ from numpy.typing import NDArray
 
 from sweeper.design import as_generator
 from sweeper.kernels import CategoryFactor, KernelTerm, category_index, category_labels, kernel_family
+from sweeper.warping import OutputWarp
 
 log = logging.getLogger(__name__)
 
@@ -102,12 +103,16 @@ class GPFit:
         noise_variance: Gaussian noise variance, standardised scale (for a fit from
             :func:`fit_gp`, GPy's likelihood variance plus the ``GPY_JITTER`` that GPy's
             exact inference adds to it).
-        y_mean: Mean of the training outputs (original units).
-        y_std: Standard deviation used to standardise (original units, > 0).
+        y_mean: Mean of the modelled outputs (``warp(y)`` with a warp, else ``y``).
+        y_std: Standard deviation used to standardise them (> 0).
         log_likelihood: Log marginal likelihood of the standardised outputs.
         X: Training inputs in the unit cube, shape ``(n, d)``.
         y: Training outputs in original units, shape ``(n,)``.
         kernel_name: One of :data:`~sweeper.kernels.KERNELS`.
+        warp: The output warp of a bounded metric (:mod:`sweeper.warping`), or None. With a
+            warp the GP models ``warp(y)``, and :meth:`predict`, :meth:`sample_posterior`
+            and :meth:`predict_mean` answer in original units, inside the bounds;
+            :meth:`predict_warped` gives the Gaussian on the modelled scale.
     """
 
     terms: tuple[KernelTerm, ...]
@@ -118,6 +123,10 @@ class GPFit:
     X: NDArray[np.float64]
     y: NDArray[np.float64]
     kernel_name: str = "matern52-ard"
+    warp: OutputWarp | None = None
+    #: Kumaraswamy CDF ``u -> 1 - (1 - u^a)^b`` applied to column ``c`` before the kernel, per ``(c, a, b)``
+    #: (Snoek et al. 2014's input warping; see :mod:`sweeper.hyperposterior`).
+    input_warp: tuple[tuple[int, float, float], ...] = ()
     _L: NDArray[np.float64] = field(init=False, repr=False, compare=False)
     _alpha: NDArray[np.float64] = field(init=False, repr=False, compare=False)
 
@@ -126,7 +135,7 @@ class GPFit:
         K = self.kernel(self.X, self.X)
         K[np.diag_indices_from(K)] += self.noise_variance
         L = cholesky_with_jitter(K)
-        z = (self.y - self.y_mean) / self.y_std
+        z = self.standardized()
         alpha = scipy.linalg.cho_solve((L, True), z, check_finite=False)
         object.__setattr__(self, "_L", L)
         object.__setattr__(self, "_alpha", alpha)
@@ -140,6 +149,19 @@ class GPFit:
         ls = np.asarray(lengthscales, dtype=np.float64)
         term = KernelTerm(tuple(range(ls.shape[0])), ls, float(variance))
         return cls((term,), noise_variance, y_mean, y_std, log_likelihood, X, y)
+
+    def modelled(self) -> NDArray[np.float64]:
+        """The outputs on the scale the GP models: ``warp(y)``, or ``y`` without a warp."""
+        return self.y if self.warp is None else self.warp.forward(self.y)
+
+    def standardized(self) -> NDArray[np.float64]:
+        """The modelled outputs standardised, ``(modelled - y_mean) / y_std``: what the kernel describes."""
+        return (self.modelled() - self.y_mean) / self.y_std
+
+    @property
+    def noise_sd(self) -> float:
+        """Observation noise sd on the modelled scale."""
+        return float(np.sqrt(self.noise_variance) * self.y_std)
 
     @property
     def dim(self) -> int:
@@ -161,7 +183,7 @@ class GPFit:
         ``-z^T alpha / 2 - sum_i log L_ii - n log(2 pi) / 2`` (Rasmussen & Williams 2006,
         Algorithm 2.1), from the cached factor: no new factorisation.
         """
-        z = (self.y - self.y_mean) / self.y_std
+        z = self.standardized()
         n = z.shape[0]
         return float(-0.5 * z @ self._alpha - np.sum(np.log(np.diag(self._L))) - 0.5 * n * np.log(2.0 * np.pi))
 
@@ -193,6 +215,10 @@ class GPFit:
             out["variance"] = float(self.terms[0].variance)
         else:
             out["terms"] = [t.to_dict() for t in self.terms]
+        if self.warp is not None:
+            out["warp"] = self.warp.to_dict()
+        if self.input_warp:
+            out["input_warp"] = [[int(c), float(a), float(b)] for c, a, b in self.input_warp]
         return out
 
     def describe(self) -> str:
@@ -209,8 +235,8 @@ class GPFit:
         Returns:
             Covariance matrix, shape ``(a, b)``.
         """
-        X1 = np.asarray(X1, dtype=np.float64)
-        X2 = np.asarray(X2, dtype=np.float64)
+        X1 = warp_inputs(np.asarray(X1, dtype=np.float64), self.input_warp)
+        X2 = warp_inputs(np.asarray(X2, dtype=np.float64), self.input_warp)
         K = self.terms[0](X1, X2)
         for term in self.terms[1:]:
             K += term(X1, X2)
@@ -221,15 +247,15 @@ class GPFit:
         X = np.asarray(X, dtype=np.float64)
         return np.sum([t.diag(X) for t in self.terms], axis=0)
 
-    def predict(
-        self, X: NDArray[np.float64]
+    def predict_warped(
+        self, X: NDArray[np.float64], noise: bool = False
     ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Posterior mean and sd of the latent function, in original units.
-
-        The sd excludes observation noise (it is the uncertainty about ``f``, not ``y``).
+        """Gaussian posterior mean and sd on the modelled scale (``warp(y)``; ``y`` without a warp).
 
         Args:
             X: Points, shape ``(a, d)``.
+            noise: Include the observation noise: the predictive of a new trial's
+                result, not of the latent function.
 
         Returns:
             ``(mean, sd)``, each shape ``(a,)``, de-standardised (``sd >= 0``).
@@ -239,7 +265,29 @@ class GPFit:
         mean = Ks.T @ self._alpha
         V = scipy.linalg.solve_triangular(self._L, Ks, lower=True, check_finite=False)
         var = np.maximum(self.kernel_diag(X) - np.sum(V * V, axis=0), 0.0)
+        if noise:
+            var += self.noise_variance
         return self.y_mean + self.y_std * mean, self.y_std * np.sqrt(var)
+
+    def predict(
+        self, X: NDArray[np.float64], noise: bool = False
+    ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """Posterior mean and sd in original units.
+
+        Without a warp this is the Gaussian of :meth:`predict_warped`. With one, the mean and
+        sd of ``warp^{-1}(g)`` over that Gaussian (:meth:`~sweeper.warping.OutputWarp.moments`),
+        both inside the metric's bounds.
+
+        Args:
+            X: Points, shape ``(a, d)``.
+            noise: Include the observation noise (the predictive of a new trial's result);
+                by default the sd is the uncertainty about the latent ``f``, not ``y``.
+
+        Returns:
+            ``(mean, sd)``, each shape ``(a,)``, original units (``sd >= 0``).
+        """
+        mean, sd = self.predict_warped(X, noise)
+        return (mean, sd) if self.warp is None else self.warp.moments(mean, sd)
 
     def predict_mean(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
         """Posterior mean of the latent function, original units, shape ``(a,)``.
@@ -247,6 +295,8 @@ class GPFit:
         :meth:`predict` without the sd, whose triangular solve costs ``O(n^2 a)``: at
         ``n = 5000`` that is seconds for a few thousand points, the mean alone ``O(n a)``.
         """
+        if self.warp is not None:  # the mean of a warped Gaussian needs its sd
+            return self.predict(X)[0]
         Ks = self.kernel(self.X, np.asarray(X, dtype=np.float64))  # (n, a)
         return self.y_mean + self.y_std * (Ks.T @ self._alpha)
 
@@ -254,6 +304,9 @@ class GPFit:
         self, X: NDArray[np.float64], n_samples: int, seed: int | Sequence[int] | np.random.Generator | None,
     ) -> NDArray[np.float64]:
         """Draw joint posterior samples of the latent function at ``X``, in original units.
+
+        With a warp the samples are drawn on the modelled scale and mapped back through
+        ``warp^{-1}``, so every sample lies inside the metric's bounds.
 
         The posterior covariance ``k(X, X) - k(X, X_train) (K + noise I)^-1 k(X_train, X)``
         is factorised by Cholesky. IMPORTANT: it is singular wherever points repeat or lie
@@ -296,7 +349,19 @@ class GPFit:
         z = as_generator(seed).standard_normal((X.shape[0], int(n_samples)))  # (a, S)
         root = _posterior_root(cov, float(np.mean(self.kernel_diag(X))))
         f = mean[:, None] + root @ z  # (a, S)
-        return (self.y_mean + self.y_std * f).T
+        f = (self.y_mean + self.y_std * f).T
+        return f if self.warp is None else self.warp.inverse(f)
+
+
+def warp_inputs(X: NDArray[np.float64], warp: Sequence[tuple[int, float, float]]) -> NDArray[np.float64]:
+    """``X`` with column ``c`` mapped by the Kumaraswamy CDF ``1 - (1 - u^a)^b`` for each ``(c, a, b)``."""
+    if not warp:
+        return X
+    X = X.copy()
+    for c, a, b in warp:
+        u = np.clip(X[:, c], 0.0, 1.0)
+        X[:, c] = -np.expm1(b * np.log1p(-(u ** a) * (1.0 - 1e-12)))
+    return X
 
 
 def _upper(matrix: Any) -> NDArray[np.float64]:
@@ -325,8 +390,12 @@ def describe_hyperparameters(hp: dict[str, Any]) -> str:
             out.append(" times ".join(parts))
         return [" plus ".join(out)]
 
+    warp = hp.get("warp")
+    shapes = [] if not warp else [
+        f"output warp onto {OutputWarp.from_dict(warp).bounds.text()} with Kumaraswamy shapes a={warp['a']:.3g}, "
+        f"b={warp['b']:.3g}"]
     return "; ".join([f"{hp.get('kernel', 'matern52-ard')} kernel", *terms(),
-                      f"noise variance {hp['noise_variance']:.3g}"])
+                      f"noise variance {hp['noise_variance']:.3g}", *shapes])
 
 
 def _posterior_root(cov: NDArray[np.float64], variance: float) -> NDArray[np.float64]:
@@ -401,6 +470,7 @@ def fit_gp(
     refine_max_points: int | None = None,
     init: GPFit | Mapping[str, Any] | None = None,
     lengthscale_prior: tuple[float, float] | None = None,
+    warp: OutputWarp | None = None,
 ) -> GPFit:
     """Fit a GP by maximum marginal likelihood with seeded restarts.
 
@@ -468,6 +538,8 @@ def fit_gp(
             restart from (None: the usual starts only).
         lengthscale_prior: ``(mu, sigma)`` of a LogNormal prior on every continuous
             lengthscale, ``sigma > 0`` (None: maximum likelihood).
+        warp: A fixed output warp of a bounded metric: the GP models ``warp(y)`` (see
+            :mod:`sweeper.warping`; :func:`sweeper.bounded.fit_bounded_gp` learns one).
 
     Returns:
         The fit with the highest log marginal likelihood found (on the subset, or on all
@@ -499,8 +571,14 @@ def fit_gp(
     layout = _layout(X.shape[1], dict(categories or {}), terms)
     warm = None if init is None else _values_from_fit(init, layout, family, ard, rank, noise_floor)
     rng = as_generator(seed)
-    y_mean, y_std = _standardize(y)
-    z = (y - y_mean) / y_std
+    if warp is not None:
+        outside = [v for v in y if not warp.bounds.contains(float(v))]
+        if outside:
+            raise ValueError(f"{len(outside)} output(s) outside the warp's bounds {warp.bounds.text()}, "
+                             f"e.g. {outside[0]!r}")
+    g = y if warp is None else warp.forward(y)
+    y_mean, y_std = _standardize(g)
+    z = (g - y_mean) / y_std
     subset = None
     if max_fit_points is not None and X.shape[0] > max_fit_points:
         subset = fit_subset(X.shape[0], int(max_fit_points), rng, category_labels(X, categories))
@@ -530,7 +608,7 @@ def fit_gp(
     fitted_terms, noise = _read_terms(values, layout, family)
     gp = GPFit(
         terms=fitted_terms, noise_variance=noise + GPY_JITTER, y_mean=y_mean, y_std=y_std,
-        log_likelihood=ll, X=X.copy(), y=y.copy(), kernel_name=kernel,
+        log_likelihood=ll, X=X.copy(), y=y.copy(), kernel_name=kernel, warp=warp,
     )
     if subset is not None:
         # The subset's likelihood would not compare with other fits of the same data; the

@@ -23,7 +23,7 @@ from typing import Any
 
 from hydra.core.singleton import Singleton
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from sweeper.cluster import address_problem, is_client_address, runtime_env, storage_path, tune_experiment_path
 from sweeper.compose import TrialComposer
@@ -64,6 +64,9 @@ class SweeperImpl:
         self.metric: str = settings.pop("metric")
         self.max_failure_rate: float = settings.pop("max_failure_rate")
         self.resume: bool = bool(settings.pop("resume", False))
+        bounds = settings.get("metric_bounds")
+        if isinstance(bounds, ListConfig):  # a plain list: PolicySettings records and compares it
+            settings["metric_bounds"] = OmegaConf.to_container(bounds, resolve=True)
         self.settings = settings  # the rest are PolicySettings fields
         self.hydra_context: HydraContext | None = None
         self.task_function: TaskFunction | None = None
@@ -281,6 +284,7 @@ class SweeperImpl:
                 singleton_state=Singleton.get_state(),
                 space=space,
                 metric=self.metric,
+                metric_bounds=settings.bounds,
                 code_dir=self._code_dir(),
                 shipped_code=shipped_code(env.get("working_dir"), self._code_dir()),
             )

@@ -41,6 +41,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sweeper.gp import fit_gp
+from sweeper.warping import OutputWarp
 
 #: ``|log10 K|`` above which the verdict is conclusive (K > 10 or K < 0.1).
 CONCLUSIVE_LOG10 = 1.0
@@ -95,6 +96,7 @@ def interaction_bayes_factor(
     additive_log_likelihood: float | None = None,
     max_fit_points: int | None = None,
     refine_max_points: int | None = None,
+    warp: OutputWarp | None = None,
 ) -> BayesFactor:
     """Fit the additive and the shared GP to ``(X, y)`` and return their Bayes factor (eq. 8).
 
@@ -115,6 +117,9 @@ def interaction_bayes_factor(
             results (:func:`sweeper.gp.fit_gp`); None fits on all of them. A sweep's
             in-flight test passes its searcher's setting, so the test scales as the search does.
         refine_max_points: Up to this many results, a subset fit is refined on all of them.
+        warp: The output warp of a bounded metric, the same for both models (so their
+            likelihoods are of the same standardised values and compare as without one);
+            None models ``y`` itself.
 
     Returns:
         The :class:`BayesFactor`.
@@ -138,7 +143,7 @@ def interaction_bayes_factor(
         shared = [[i, j]] + [[k] for k in range(d) if k not in (i, j)]
         dims = (i, j)
     common = {"seed": seed, "n_restarts": n_restarts, "categories": categories, "kernel": kernel,
-              "max_fit_points": max_fit_points, "refine_max_points": refine_max_points}
+              "max_fit_points": max_fit_points, "refine_max_points": refine_max_points, "warp": warp}
     if additive_log_likelihood is None:
         additive_log_likelihood = fit_gp(X, y, terms=singles, **common).log_likelihood
     joint = fit_gp(X, y, terms=shared, **common)

@@ -63,7 +63,7 @@ import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -71,12 +71,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sweeper.acquisition import local_ivr_candidates, select_ivr_batch, select_ucb_batch
+from sweeper.bounded import fit_bounded_gp
 from sweeper.design import as_generator, balance_categories, factorial_design, random_design, sobol_design
 from sweeper.errors import SweeperConfigError
 from sweeper.gp import GPFit, dimension_scaled_prior, fit_gp
 from sweeper.interaction import interaction_bayes_factor
 from sweeper.kernels import KERNELS
 from sweeper.space import SearchSpace
+from sweeper.warping import MetricBounds, OutputWarp
 
 log = logging.getLogger(__name__)
 
@@ -153,6 +155,14 @@ class PolicySettings:
     stop_on_bayes_factor: float | None = None
     #: A trial running longer ends TIMEOUT and counts as failed (None: no limit); see sweeper.faults.
     trial_timeout_s: float | None = None
+    #: ``[low, high]`` of the metric (either may be None): the GP models it warped so that its
+    #: predictions respect them (sweeper.warping, sweeper.bounded); None models the raw values.
+    metric_bounds: Sequence[float | None] | None = None
+
+    @property
+    def bounds(self) -> MetricBounds | None:
+        """The parsed :attr:`metric_bounds` (None without bounds; ValueError when malformed)."""
+        return MetricBounds.parse(self.metric_bounds)
 
     def problems(self, space: SearchSpace | None, prefix: str = "") -> list[str]:
         """List every invalid setting, each naming ``prefix + key``, the value and a fix.
@@ -220,6 +230,11 @@ class PolicySettings:
         if self.trial_timeout_s is not None and not (isinstance(self.trial_timeout_s, int | float)
                                                      and 0 < self.trial_timeout_s < math.inf):
             bad("trial_timeout_s", "a trial's time limit is a positive number of seconds (null: no limit)", 3600)
+        try:
+            self.bounds  # noqa: B018 - parses, or says why not
+        except ValueError as exc:
+            p.append(f"{prefix}metric_bounds={self.metric_bounds!r} is invalid: {exc}. "
+                     f"Try {prefix}metric_bounds=[0,1] for an accuracy, [0,null] for a loss, or null.")
         if self.stop_on_bayes_factor is not None:
             if not self.stop_on_bayes_factor > 1:
                 bad("stop_on_bayes_factor", "the sweep stops once K > T or K < 1/T, so T must be > 1", 10)
@@ -287,6 +302,8 @@ class MultiversePolicy:
         self._plan_ok = 0  # successful results the plan was made from (more: re-plan it)
         #: The last GP's hyperparameters (GPFit.hyperparameters()): the warm start of the next fit.
         self._warm: dict[str, Any] | None = None
+        #: With metric_bounds under ``ivr``: the bounded fit's, which tags the points (see _choose_batch).
+        self._warm_bounded: dict[str, Any] | None = None
         self._planned_at = clock()  # when the last plan was made, and how long it took (seconds)
         self._planning_s = 0.0
         self._sobol: NDArray[np.float64] | None = None
@@ -389,6 +406,11 @@ class MultiversePolicy:
         if not 0 <= index < len(self._suggestions):
             raise KeyError(f"trial #{index} was never suggested (suggested so far: {len(self._suggestions)})")
         v = float("nan") if value is None or not math.isfinite(value) else float(value)
+        bounds = self.settings.bounds
+        if bounds is not None and not math.isnan(v) and not bounds.contains(v):
+            # A value the metric cannot take is a failed trial, never clipped into the fit.
+            log.warning("trial #%d: %s; counted as failed", index, bounds.violation(v, "the metric"))
+            v = float("nan")
         self._results[index] = v
 
     def replay(self, suggestions: Iterable[Suggestion]) -> None:
@@ -412,6 +434,7 @@ class MultiversePolicy:
             "plan": [asdict(x) for x in self._plan],
             "plan_ok": self._plan_ok,
             "warm_start": self._warm,
+            "warm_start_bounded": self._warm_bounded,
             "planning_s": self._planning_s,
             "bayes_factors": [asdict(x) for x in self._bayes_factors],
         }
@@ -438,6 +461,7 @@ class MultiversePolicy:
         # Older states lack it: treat the plan as made from every result in (no re-plan until the next).
         self._plan_ok = int(state.get("plan_ok", self._n_ok()))
         self._warm = state.get("warm_start")
+        self._warm_bounded = state.get("warm_start_bounded")
         # The saved plan's cost, its clock restarted: a resumed sweep re-plans as the first did.
         self._planning_s, self._planned_at = float(state.get("planning_s", 0.0)), self._clock()
         self._bayes_factors = [BayesFactorCheck(**d) for d in state["bayes_factors"]]
@@ -492,12 +516,16 @@ class MultiversePolicy:
             return False
         X = np.array([self._suggestions[i].x for i in ok], dtype=np.float64)
         y = np.array([self._results[i] for i in ok])
+        bounds = s.bounds
+        # With bounds both models share one warp: the last search fit's shapes, else the plain logit.
+        shapes = _warm_shapes(self._warm_bounded) or _warm_shapes(self._warm) or (1.0, 1.0)
+        warp = None if bounds is None else OutputWarp.for_data(bounds, y, *shapes)
         try:
             with single_threaded_blas():
                 bf = interaction_bayes_factor(X, y, categories=self.space.categories(), kernel=s.kernel,
                                               seed=[s.seed, batch, _STREAM_BAYES], n_restarts=s.gp_restarts,
                                               max_fit_points=s.gp_max_fit_points,
-                                              refine_max_points=s.gp_refine_max_points)
+                                              refine_max_points=s.gp_refine_max_points, warp=warp)
         except (RuntimeError, np.linalg.LinAlgError) as exc:
             log.warning("interaction test before batch %d failed (%s); the sweep goes on", batch, exc)
             return False
@@ -603,18 +631,33 @@ class MultiversePolicy:
         init = self._warm if self._adaptive else None
         n_continuous = self.space.d - len(categories)
         prior = dimension_scaled_prior(n_continuous) if s.gp_lengthscale_prior and n_continuous else None
+        fit_kwargs: dict[str, Any] = dict(
+            seed=[*stream, _STREAM_GP], n_restarts=s.gp_restarts if init is None else min(s.gp_restarts, WARM_RESTARTS),
+            categories=categories, kernel=s.kernel, rank=s.coregion_rank, max_fit_points=s.gp_max_fit_points,
+            refine_max_points=s.gp_refine_max_points, init=init, lengthscale_prior=prior)
+        bounds = s.bounds
         try:
-            gp = fit_gp(X_all[ok], y, seed=[*stream, _STREAM_GP],
-                        n_restarts=s.gp_restarts if init is None else min(s.gp_restarts, WARM_RESTARTS),
-                        categories=categories, kernel=s.kernel, rank=s.coregion_rank,
-                        max_fit_points=s.gp_max_fit_points, refine_max_points=s.gp_refine_max_points, init=init,
-                        lengthscale_prior=prior)
+            if bounds is None or s.strategy == "ivr":
+                gp = fit_gp(X_all[ok], y, **fit_kwargs)
+            else:  # the warp's shapes start from the previous fit's, like the hyperparameters
+                gp = fit_bounded_gp(X_all[ok], y, bounds, shapes=_warm_shapes(init), **fit_kwargs)
+            # IVR chooses its points with the raw-scale fit even when the metric is bounded: on the
+            # SVC map, points chosen by the warped fit drew a worse map at every n <= 30 (the
+            # efficiency benchmark, bench/README.md §3), and IVR's choice needs no prediction
+            # inside the bounds. The bounded fit tags the chosen points (predicted mean and sd).
+            tagger = gp
+            if bounds is not None and s.strategy == "ivr":
+                warm_bounded = self._warm_bounded if self._adaptive else None
+                tagger = fit_bounded_gp(X_all[ok], y, bounds, shapes=_warm_shapes(warm_bounded),
+                                        **{**fit_kwargs, "init": warm_bounded, "n_restarts": s.gp_restarts
+                                           if warm_bounded is None else min(s.gp_restarts, WARM_RESTARTS)})
         except (RuntimeError, np.linalg.LinAlgError) as exc:
             log.warning("the GP fit failed (%s): trial #%d continues the Sobol design", exc, first)
             return []
         self._plan_ok = len(ok)
         if self._adaptive:
             self._warm = gp.hyperparameters()
+            self._warm_bounded = tagger.hyperparameters() if tagger is not gp else None
         # Candidates and integration points give every category combination an equal share.
         cand_stream = [*stream, _STREAM_CANDIDATES]
         cand = balance_categories(sobol_design(s.n_candidates, self.space.d, cand_stream), categories, cand_stream)
@@ -631,7 +674,7 @@ class MultiversePolicy:
         else:
             pick = select_ucb_batch(gp, X_all, cand, size, s.ucb_beta, maximize=s.mode == "max")
         return [
-            self._make(first + k, cand[i], s.strategy, batch, float(v), gp)
+            self._make(first + k, cand[i], s.strategy, batch, float(v), tagger)
             for k, (i, v) in enumerate(zip(pick.indices, pick.values))
         ]
 
@@ -649,6 +692,15 @@ def single_threaded_blas() -> Iterator[None]:
 
     with threadpool_limits(limits=1, user_api="blas"):
         yield
+
+
+def _warm_shapes(hyperparameters: Mapping[str, Any] | None) -> tuple[float, float] | None:
+    """The warp's shapes ``(a, b)`` in a previous fit's hyperparameters, or None."""
+    warp = (hyperparameters or {}).get("warp")
+    try:
+        return (float(warp["a"]), float(warp["b"])) if warp else None
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _suggestion_from_dict(d: Mapping[str, Any]) -> Suggestion:

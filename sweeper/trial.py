@@ -41,6 +41,7 @@ from sweeper.job import usable as split_job_usable
 from sweeper.metrics import reporting_to
 from sweeper.policy import TRIAL_KEY
 from sweeper.space import SearchSpace
+from sweeper.warping import MetricBounds
 
 # Keys of the result dict a trial returns to the driver.
 STATUS_KEY = "sweeper_status"  # FINISHED | FAILED | TIMEOUT
@@ -99,6 +100,8 @@ class TrialContext:
     replayed: dict[int, dict[str, Any]] | None = None
     #: hydra.sweeper.trial_timeout_s: a trial running longer ends TIMEOUT (None: no limit).
     trial_timeout_s: float | None = None
+    #: hydra.sweeper.metric_bounds: a value outside them makes the trial FAILED (None: no bounds).
+    metric_bounds: MetricBounds | None = None
 
 
 def make_trainable(ctx: TrialContext) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -175,7 +178,7 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
         limit = ctx.trial_timeout_s
         job, in_force = run() if limit is None else call_with_time_limit(run, limit)
         result[CONFIG_KEY] = _flat_task_config(job)
-        metrics = metrics_from_return(job.return_value, ctx.metric)
+        metrics = metrics_from_return(job.return_value, ctx.metric, ctx.metric_bounds)
         result.update({ctx.metric: metrics[ctx.metric], STATUS_KEY: "FINISHED", METRICS_KEY: metrics})
     except TimeLimitExceeded as exc:
         result.update({STATUS_KEY: TIMEOUT_STATUS, ERROR_KEY: str(exc), TRACEBACK_KEY: exc.stack})
@@ -214,11 +217,12 @@ def _replayed_result(ended: Mapping[str, Any], metric: str) -> dict[str, Any]:
     return result
 
 
-def metrics_from_return(value: Any, metric: str) -> dict[str, float]:
+def metrics_from_return(value: Any, metric: str, bounds: MetricBounds | None = None) -> dict[str, float]:
     """Turn a task's return value (a number or a dict of numbers) into metrics.
 
     Raises:
-        TrialError: no usable value for ``metric`` (missing, not a number, NaN or inf).
+        TrialError: no usable value for ``metric`` (missing, not a number, NaN or inf), or a
+            value outside the metric's declared ``bounds`` (never clipped).
     """
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         metrics = {metric: float(value)}
@@ -239,6 +243,11 @@ def metrics_from_return(value: Any, metric: str) -> dict[str, float]:
         )
     if not math.isfinite(metrics[metric]):
         raise TrialError(f"the task returned {metric}={metrics[metric]} (not finite)")
+    outside = None if bounds is None else bounds.violation(metrics[metric], metric)
+    if outside:
+        raise TrialError(f"the task returned {outside}: a value the metric cannot take is an error, not "
+                         f"clipped. Fix the task, or declare the bounds it really has "
+                         f"(hydra.sweeper.metric_bounds={bounds.text()}).")  # type: ignore[union-attr]
     return metrics
 
 

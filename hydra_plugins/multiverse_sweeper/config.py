@@ -42,6 +42,9 @@ class MultiverseSweeperConf:
     kernel: str = "matern52-ard"  # matern52-ard | matern52 | rbf-ard | rbf (continuous dims)
     coregion_rank: int = 1  # rank of W in each categorical dim's B = W W^T + diag(kappa)
     stop_on_bayes_factor: Optional[float] = None  # T: stop once K > T or K < 1/T (interaction test)
+    # [low, high] the metric can take, either null ([0, 1] for an accuracy): the GP models it warped
+    # so every prediction respects them; a trial returning a value outside them FAILS. null: no bounds.
+    metric_bounds: Optional[List[Any]] = None
     resume: bool = False  # continue the interrupted sweep in hydra.sweep.dir (see `sweeper resume`)
 
 

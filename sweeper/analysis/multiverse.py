@@ -13,7 +13,16 @@ their scores), this module fits the coregionalized GP of :mod:`sweeper.gp` and d
 * **coregionalization matrices** of the categorical dims (Fig. 5), on :attr:`MultiverseFit.gp`.
 
 Everything is computed on the unit cube of the space; axes are mapped back to original
-units (log axes where the dimension is log-scaled) only for display.
+units (log axes where the dimension is log-scaled) only for display. Integer and grid dims
+are predicted at the values a trial would run at (a step at each value), not between them.
+
+The GP is the analysis model of :func:`sweeper.hyperposterior.fit_posterior`: for a metric
+with declared bounds, a mixture over posterior draws of the hyperparameters that models the
+metric warped so its maps stay inside the bounds; without bounds, the single fit. A map's ``mean`` and ``sd`` are of the metric a new trial at that
+point would return (the GP's uncertainty plus its noise, which on a real map stands for the
+small-scale roughness no stationary kernel follows); ``sd_latent`` leaves the noise out.
+Measured on three real maps (``bench/fidelity.py``): ``mean ± 1.96 sd`` held 85-99 % of the
+truth where the single fit's latent band held 52-92 %.
 
 Python API with fixed names: ``bayes_factor(X, y) -> float`` and
 ``sensitivity(X, y, names) -> {name: (main, total)}``.
@@ -31,9 +40,13 @@ from numpy.typing import ArrayLike, NDArray
 
 from sweeper.analysis.sensitivity import SobolIndices, sobol_indices
 from sweeper.design import random_design
-from sweeper.gp import GPFit, fit_gp
+from sweeper.hyperposterior import GPEnsemble, fit_posterior
 from sweeper.interaction import BayesFactor, interaction_bayes_factor
 from sweeper.space import ChoiceDim, FloatDim, GridDim, IntDim, SearchSpace
+from sweeper.warping import MetricBounds
+
+#: Posterior draws the Sobol indices average over (each is evaluated at (d + 2) n_base points per repeat).
+SENSITIVITY_DRAWS = 4
 
 
 @dataclass(frozen=True)
@@ -42,15 +55,18 @@ class MultiverseFit:
 
     Attributes:
         space: The search space.
-        gp: The fitted GP (coregionalized over the categorical dims).
+        gp: The fitted GP (coregionalized over the categorical dims), averaged over its
+            hyperparameters' posterior draws; ``gp.point`` is the maximum-likelihood fit.
         X: The trials' points in the unit cube, shape ``(n, d)``.
         y: Their scores, shape ``(n,)``.
+        bounds: The metric's declared bounds the GP respects, or None.
     """
 
     space: SearchSpace
-    gp: GPFit
+    gp: GPEnsemble
     X: NDArray[np.float64]
     y: NDArray[np.float64]
+    bounds: MetricBounds | None = None
 
     @property
     def continuous(self) -> list[int]:
@@ -60,14 +76,19 @@ class MultiverseFit:
 
 def fit_multiverse(
     space: SearchSpace, X: ArrayLike, y: ArrayLike, *, kernel: str = "matern52-ard", seed: int = 0,
-    rank: int = 1, n_restarts: int = 3,
+    rank: int = 1, n_restarts: int = 3, bounds: MetricBounds | None = None, kept: int | None = None,
 ) -> MultiverseFit:
-    """Fit the sweep's GP: ``X`` in the unit cube of ``space``, one coregionalization factor per choice dim."""
+    """Fit the sweep's GP: ``X`` in the unit cube of ``space``, one coregionalization factor per choice dim.
+
+    ``bounds``: the metric's declared bounds (the GP models it warped inside them); ``kept``:
+    posterior draws of the hyperparameters (default :func:`sweeper.hyperposterior.members_for`;
+    1 is the maximum-likelihood fit alone).
+    """
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
-    gp = fit_gp(X, y, seed=[seed, 0], n_restarts=n_restarts, categories=space.categories(), kernel=kernel,
-                rank=rank)
-    return MultiverseFit(space, gp, X, y)
+    gp = fit_posterior(X, y, seed=seed, bounds=bounds, categories=space.categories(), kernel=kernel, rank=rank,
+                       n_restarts=n_restarts, kept=kept)
+    return MultiverseFit(space, gp, X, y, bounds)
 
 
 # ----------------------------------------------------------------------------- facets and axes
@@ -113,11 +134,14 @@ class ContourMap:
 
     Attributes:
         x_dim: Horizontal dim's name; ``y_dim`` the vertical one's.
-        x: Grid of the horizontal dim in original units, shape ``(g,)``; ``y`` likewise.
+        x: Grid of the horizontal dim in original units (for drawing: increasing), shape ``(g,)``; ``y`` likewise.
         x_log: Whether the horizontal axis is log-scaled; ``y_log`` likewise.
-        mean: Facet label -> posterior mean, shape ``(g, g)``, original units.
-        sd: Facet label -> posterior sd of the latent function, shape ``(g, g)``.
+        mean: Facet label -> mean of a new trial's metric there, shape ``(g, g)``, original units.
+        sd: Facet label -> its sd (the GP's uncertainty and noise), shape ``(g, g)``.
         others: ``centre`` or ``marginal``: how the other continuous dims were set.
+        sd_latent: Facet label -> the GP's uncertainty about the latent function alone.
+        x_values: The values predicted at along ``x``: ``x`` itself for a float dim, the
+            value a trial would run at (an integer, a grid value) for the others; ``y_values`` likewise.
     """
 
     x_dim: str
@@ -129,6 +153,9 @@ class ContourMap:
     mean: dict[str, NDArray[np.float64]]
     sd: dict[str, NDArray[np.float64]]
     others: str
+    sd_latent: dict[str, NDArray[np.float64]] | None = None
+    x_values: NDArray[np.float64] | None = None
+    y_values: NDArray[np.float64] | None = None
 
 
 def _facet_points(fit: MultiverseFit, U: NDArray[np.float64], fixed: Mapping[int, float], others: str,
@@ -143,18 +170,39 @@ def _facet_points(fit: MultiverseFit, U: NDArray[np.float64], fixed: Mapping[int
         P[:, :, c] = v
     if m > 1:
         P[:, :, rest] = random_design(m, len(rest), [seed, 7])[None, :, :]
-    return P.reshape(-1, d), m
+    return snap(fit.space, P.reshape(-1, d)), m
+
+
+def snap(space: SearchSpace, U: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Unit points moved to the values a trial would run at (integer and grid dims; floats unchanged)."""
+    discrete = [i for i, dim in enumerate(space.dims) if isinstance(dim, IntDim | GridDim)]
+    if not discrete:
+        return U
+    out = U.copy()
+    for i in discrete:
+        dim = space.dims[i]
+        out[:, i] = [dim.to_unit(dim.from_unit(float(u))) for u in U[:, i]]
+    return out
 
 
 def _predict_grid(fit: MultiverseFit, U: NDArray[np.float64], free: Sequence[int], others: str,
-                  n_marginal: int, seed: int) -> tuple[dict[str, NDArray[np.float64]], dict[str, NDArray[np.float64]]]:
-    means, sds = {}, {}
+                  n_marginal: int, seed: int) -> tuple[dict[str, NDArray[np.float64]], ...]:
+    """Per facet: mean and sd of a new trial's metric, and the latent sd, averaged over the other dims."""
+    means, sds, latent = {}, {}, {}
     for label, fixed in category_facets(fit.space):
         P, m = _facet_points(fit, U, fixed, others, free, n_marginal, seed)
-        mean, sd = fit.gp.predict(P)
+        mean, sd = fit.gp.predict(P, noise=True)
         means[label] = mean.reshape(-1, m).mean(axis=1)
         sds[label] = sd.reshape(-1, m).mean(axis=1)
-    return means, sds
+        latent[label] = fit.gp.predict(P)[1].reshape(-1, m).mean(axis=1)
+    return means, sds, latent
+
+
+def _values_at(dim: FloatDim | IntDim | GridDim, u: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The values a trial runs at for unit coordinates ``u`` (floats: the display values)."""
+    if isinstance(dim, FloatDim):
+        return axis_values(dim, u)[0]
+    return np.array([dim.from_unit(float(v)) for v in u], dtype=np.float64)
 
 
 def contour_map(
@@ -180,33 +228,33 @@ def contour_map(
     t = np.linspace(0.0, 1.0, resolution)
     gx, gy = np.meshgrid(t, t)  # rows over y, columns over x
     U = np.column_stack([gx.ravel(), gy.ravel()])
-    means, sds = _predict_grid(fit, U, [x_dim, y_dim], others, n_marginal, seed)
+    means, sds, latent = _predict_grid(fit, U, [x_dim, y_dim], others, n_marginal, seed)
     x, x_log = axis_values(dims[x_dim], t)  # type: ignore[arg-type]
     y, y_log = axis_values(dims[y_dim], t)  # type: ignore[arg-type]
     shape = (resolution, resolution)
-    return ContourMap(dims[x_dim].name, dims[y_dim].name, x, y, x_log, y_log,
-                      {k: v.reshape(shape) for k, v in means.items()}, {k: v.reshape(shape) for k, v in sds.items()},
-                      others)
+    grid = lambda d: {k: v.reshape(shape) for k, v in d.items()}  # noqa: E731
+    return ContourMap(dims[x_dim].name, dims[y_dim].name, x, y, x_log, y_log, grid(means), grid(sds), others,
+                      grid(latent), _values_at(dims[x_dim], t), _values_at(dims[y_dim], t))  # type: ignore[arg-type]
 
 
 def line_map(fit: MultiverseFit, dim: int, *, resolution: int = 100, others: str = "centre",
              n_marginal: int = 64, seed: int = 0) -> tuple[NDArray[np.float64], bool, dict[str, NDArray[np.float64]],
                                                            dict[str, NDArray[np.float64]]]:
-    """Posterior mean and sd along one continuous dim, per facet: ``(x, x_log, mean, sd)``."""
+    """Mean and sd of a new trial's metric along one continuous dim, per facet: ``(x, x_log, mean, sd)``."""
     t = np.linspace(0.0, 1.0, resolution)
-    means, sds = _predict_grid(fit, t[:, None], [dim], others, n_marginal, seed)
+    means, sds, _ = _predict_grid(fit, t[:, None], [dim], others, n_marginal, seed)
     x, x_log = axis_values(fit.space.dims[dim], t)  # type: ignore[arg-type]
     return x, x_log, means, sds
 
 
 def category_means(fit: MultiverseFit) -> tuple[list[str], NDArray[np.float64], NDArray[np.float64]]:
-    """Posterior mean and sd of each category combination (continuous dims at the centre)."""
+    """Mean and sd of a new trial's metric in each category combination (continuous dims at the centre)."""
     facets = category_facets(fit.space)
     P = np.full((len(facets), fit.space.d), 0.5)
     for row, (_, fixed) in enumerate(facets):
         for c, v in fixed.items():
             P[row, c] = v
-    mean, sd = fit.gp.predict(P)
+    mean, sd = fit.gp.predict(P, noise=True)
     return [label for label, _ in facets], mean, sd
 
 
@@ -221,8 +269,13 @@ class InteractionTests:
 
 def interaction_tests(fit: MultiverseFit, *, kernel: str = "matern52-ard", seed: int = 0,
                       n_restarts: int = 3) -> InteractionTests:
-    """Test all dims together, then every pair (the additive model is fitted once and shared)."""
-    common = {"categories": fit.space.categories(), "kernel": kernel, "seed": [seed, 1], "n_restarts": n_restarts}
+    """Test all dims together, then every pair (the additive model is fitted once and shared).
+
+    With bounds both models of every test model the metric through the analysis fit's
+    learned warp (``fit.gp.warp``), so their likelihoods are of the same values.
+    """
+    common = {"categories": fit.space.categories(), "kernel": kernel, "seed": [seed, 1], "n_restarts": n_restarts,
+              "warp": fit.gp.warp}
     overall = interaction_bayes_factor(fit.X, fit.y, **common)  # type: ignore[arg-type]
     names = fit.space.names
     pairs = {}
@@ -238,9 +291,14 @@ def interaction_tests(fit: MultiverseFit, *, kernel: str = "matern52-ard", seed:
 
 def posterior_sensitivity(fit: MultiverseFit, *, n_base: int = 1024, repeats: int = 10,
                           seed: int = 0) -> SobolIndices:
-    """Sobol main and total effects of the GP posterior mean over the unit cube (categories uniform)."""
-    return sobol_indices(lambda U: fit.gp.predict(U)[0], fit.space.d, names=fit.space.names, n_base=n_base,
-                         repeats=repeats, seed=[seed, 2])
+    """Sobol main and total effects of the GP posterior mean over the unit cube (categories uniform).
+
+    The mean in the metric's units (inside its bounds), averaged over ``SENSITIVITY_DRAWS``
+    of the posterior draws; integer and grid dims at the values a trial would run at.
+    """
+    model = fit.gp.share(0, max(1, len(fit.gp.members) // SENSITIVITY_DRAWS))
+    return sobol_indices(lambda U: model.predict(snap(fit.space, U))[0], fit.space.d, names=fit.space.names,
+                         n_base=n_base, repeats=repeats, seed=[seed, 2])
 
 
 # ----------------------------------------------------------------------------- the fixed-name API

@@ -52,6 +52,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 
 from sweeper.space import SearchSpace
+from sweeper.warping import MetricBounds
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -111,6 +112,15 @@ class SweepRecords:
     def failed(self) -> pd.DataFrame:
         """Trials whose run ended FAILED or KILLED (exception, NaN score, dead worker, ...)."""
         return self.trials[self.trials["status"].isin(["FAILED", "KILLED"])]
+
+    @property
+    def bounds(self) -> MetricBounds | None:
+        """The sweep metric's declared bounds (``hydra.sweeper.metric_bounds``), None when it had none.
+
+        A sweep recorded before bounds existed has no such param: None. An unreadable value
+        is reported as a ValueError naming it.
+        """
+        return MetricBounds.from_text(self.settings.get("metric_bounds"))
 
 
 def parse_number(text: Any) -> Any:

@@ -25,12 +25,15 @@ from sweeper.report.document import Block, Heading, OutputDir, Paragraph, render
 from sweeper.report.filtering import TrialFilter, parse_filter, select_trials
 from sweeper.report.groups import PairedConditions, QRAGroup, paired_conditions, qra_groups
 from sweeper.report.surrogate import SurrogateCurve, SurrogateUnavailable, surrogate_curve, unit_points
+from sweeper.warping import MetricBounds
 
 if TYPE_CHECKING:
     from sweeper.analysis.runs import SweepRecords
     from sweeper.tracking import MLflowTracker
 
 ARTIFACT_DIR = "report"
+#: ``bounds=SWEEP_BOUNDS``: the bounds the sweep declared for its metric (none for another metric).
+SWEEP_BOUNDS = "sweep"
 
 
 class ReportError(ValueError):
@@ -98,6 +101,7 @@ def build_report(
     n_point_sets: int = 10,
     seed: int = 0,
     scale_min: float = 0.0,
+    bounds: MetricBounds | str | None = SWEEP_BOUNDS,
 ) -> Report:
     """Write a sweep's report (Markdown, HTML, PNGs, CSVs, JSON) to ``out_dir``.
 
@@ -116,6 +120,9 @@ def build_report(
         n_point_sets: Independent point sets the samples are spread over.
         seed: Seed of the surrogate curve (points, samples, GP restarts).
         scale_min: Lowest possible score of the metrics, for QRA's CV*.
+        bounds: The metric's bounds for the surrogate's GP: ``SWEEP_BOUNDS`` (default) takes
+            what the sweep declared (``hydra.sweeper.metric_bounds``) when reporting its own
+            metric; a :class:`~sweeper.warping.MetricBounds` (``--bounds``) or None overrides it.
 
     Returns:
         The :class:`Report`.
@@ -143,6 +150,7 @@ def build_report(
     finished, kept_mask, filtered_mask = selection.finished, selection.kept, selection.filtered
     kept = trials[kept_mask]
     values = kept[f"metric.{metric}"].to_numpy(dtype=np.float64) if len(kept) else np.array([])
+    bounds = resolve_bounds(records, metric, bounds, values)
     out = OutputDir(out_dir)
     out.csv("trials.csv", trials.assign(finished=finished, filtered=filtered_mask, kept=kept_mask))
 
@@ -155,9 +163,10 @@ def build_report(
                     if not biased else "not asked for")
     else:
         try:
-            X = unit_points(records.space, _points(kept, records))
+            X = unit_points(records.space, trial_points(kept, records))
             sur = surrogate_curve(X, values, maximize=maximize, n_points=n_points, n_samples=n_samples,
-                                  n_point_sets=n_point_sets, seed=seed, categories=records.space.categories())
+                                  n_point_sets=n_point_sets, seed=seed, categories=records.space.categories(),
+                                  bounds=bounds)
         except SurrogateUnavailable as exc:
             sur_note = str(exc)
 
@@ -216,7 +225,35 @@ def log_report(report: Report, tracker: MLflowTracker, run_id: str | None = None
     Returns:
         The artifact paths written, e.g. ``["report/report.md", ...]``.
     """
-    return log_files(report.files, tracker, run_id or report.summary["parent_run_id"], ARTIFACT_DIR)
+    run_id = run_id or report.summary["parent_run_id"]
+    if report.surrogate is not None and report.surrogate.loo is not None:
+        tracker.log(run_id, metrics=report.surrogate.loo.metrics("surrogate_"))
+    return log_files(report.files, tracker, run_id, ARTIFACT_DIR)
+
+
+def resolve_bounds(records: SweepRecords, metric: str, bounds: MetricBounds | str | None,
+                   values: np.ndarray) -> MetricBounds | None:
+    """The bounds to model ``metric`` with (see :func:`build_report`), checked against the values.
+
+    Raises:
+        ReportError: The sweep's recorded bounds cannot be read, or a kept value lies outside
+            the bounds (a sweep recorded without them, analysed with ``--bounds`` that it breaks).
+    """
+    if isinstance(bounds, str):
+        if bounds != SWEEP_BOUNDS:
+            raise ValueError(f"bounds must be MetricBounds, None or {SWEEP_BOUNDS!r}; got {bounds!r}")
+        try:
+            bounds = records.bounds if metric == records.metric else None
+        except ValueError as exc:
+            raise ReportError(f"the sweep's recorded metric_bounds cannot be read ({exc}); pass --bounds LOW HIGH "
+                              f"(or --bounds null null)") from None
+    if bounds is not None:
+        outside = [float(v) for v in values if not bounds.contains(float(v))]
+        if outside:
+            raise ReportError(f"{len(outside)} kept trial(s) have {metric} outside the bounds {bounds.text()}, e.g. "
+                              f"{outside[0]:g}: pass --bounds that hold every value (or --bounds null null), or "
+                              f"--filter them out")
+    return bounds
 
 
 def log_files(files: Sequence[Path], tracker: MLflowTracker, run_id: str, artifact_dir: str) -> list[str]:
@@ -236,7 +273,7 @@ def _durations(frame: Any) -> np.ndarray | None:
     return d if np.all(np.isfinite(d)) and np.all(d >= 0) else None
 
 
-def _points(kept: Any, records: SweepRecords) -> list[dict[str, Any]]:
+def trial_points(kept: Any, records: SweepRecords) -> list[dict[str, Any]]:
     """Each trial's point under the space's dimension names (MLflow keys replace odd characters by ``_``).
 
     Read column by column (``iterrows`` took 3 s for 10,000 trials); no space: empty points,
@@ -288,6 +325,7 @@ def _summary(records: SweepRecords, **k: Any) -> dict[str, Any]:
         "experiment": records.experiment, "tracking_uri": records.tracking_uri,
         "parent_run_id": records.parent_run_id, "strategy": records.strategy, "metric": k["metric"],
         "mode": k["mode"], "filter": k["rule"].text if k["rule"] else None, "group_by": k["group_by"],
+        "metric_bounds": None if sur is None or sur.bounds is None else sur.bounds.as_list(),
         "empirical_curve_biased": k["biased"],
         "trials": {"planned": records.settings.get("num_trials"), "run": int(len(records.trials)),
                    "kept": int(len(k["kept"])), "failed": int(len(records.failed())), "filtered": k["n_filtered"]},
@@ -300,7 +338,8 @@ def _summary(records: SweepRecords, **k: Any) -> dict[str, Any]:
         "surrogate": None if sur is None else {
             "n_fit": sur.n_fit, "n_points": sur.n_points, "n_samples": sur.n_samples,
             "n_point_sets": sur.n_point_sets, "seed": sur.seed, "hyperparameters": sur.hyperparameters,
-            "mean_at_n": float(sur.curve.mean[-1]), "band_at_n": [float(sur.curve.low[-1]), float(sur.curve.high[-1])]},
+            "mean_at_n": float(sur.curve.mean[-1]), "band_at_n": [float(sur.curve.low[-1]), float(sur.curve.high[-1])],
+            "loo": None if sur.loo is None else sur.loo.summary()},
         "surrogate_note": k["sur_note"],
         "qra": [{"group": g.number, "object": g.object, "n": g.n, "conditions": [c.split(".", 1)[1] for c in g.conditions],
                  "results": {m: (r.__dict__ if isinstance(r, QRA) else {"error": r}) for m, r in g.results.items()}}

@@ -14,8 +14,17 @@ file                                          content
 ``bayes_factors.csv``, ``interaction.json``   eq. 8 Bayes factors: all dims, every pair
 ``sensitivity.png``, ``sensitivity.csv``      Sobol main and total effects (Fig. 3, 6)
 ``coregionalization_<dim>.png`` / ``.csv``    category correlation of each choice dim (Fig. 5)
+``loo.csv``                                   the GP's leave-one-out check, trial by trial
 ``summary.json``, ``multiverse.md``           every number above, and a readable summary
 ============================================  ==========================================
+
+A map's CSV has, per grid point: ``facet``, the two dims (the values a trial there runs at),
+``mean`` and ``sd`` of the metric a new trial there would return, and ``sd_latent`` (the
+GP's uncertainty about the latent function alone; see :mod:`sweeper.analysis.multiverse`).
+With the metric's declared bounds (``hydra.sweeper.metric_bounds``, or ``--bounds``) the GP
+models it warped and every mean lies inside them. The leave-one-out check
+(:mod:`sweeper.loo`) goes into ``summary.json``, ``multiverse.md`` next to the maps (with a
+warning in words when it fails) and onto the sweep's run as ``multiverse_<kernel>_loo_*`` metrics.
 
 Artifacts go under ``multiverse/<kernel>/`` on the sweep's parent run, so analyses with
 different kernels (``--kernel``) sit side by side for the robustness check of the paper's
@@ -56,10 +65,12 @@ from sweeper.analysis.multiverse_plots import (
 from sweeper.gp import fit_subset
 from sweeper.interaction import CONCLUSIVE_LOG10
 from sweeper.kernels import KERNELS, category_labels
-from sweeper.report.build import ReportError, _finite, log_files
-from sweeper.report.build import _points as _trial_points
+from sweeper.loo import LOOCheck, loo_check
+from sweeper.report.build import SWEEP_BOUNDS, ReportError, _finite, log_files, resolve_bounds, trial_points
 from sweeper.report.document import OutputDir
 from sweeper.report.filtering import TrialFilter, parse_filter, select_trials
+
+from sweeper.warping import MetricBounds
 
 if TYPE_CHECKING:
     from sweeper.analysis.runs import SweepRecords
@@ -77,6 +88,7 @@ class MultiverseReport:
     kernel: str
     fit: MultiverseFit
     summary: dict[str, Any] = field(repr=False)
+    loo: LOOCheck | None = None
 
     @property
     def artifact_dir(self) -> str:
@@ -129,14 +141,18 @@ def _excluded_points(space: Any, points: list[dict[str, Any]]) -> np.ndarray:
 def build_multiverse(
     records: SweepRecords, *, out_dir: Path, metric: str | None = None, trial_filter: str | TrialFilter | None = None,
     kernel: str = "matern52-ard", others: str = "centre", resolution: int = 40, seed: int = 0,
-    max_fit_points: int = 500, n_base: int = 1024, repeats: int = 10,
+    max_fit_points: int = 500, n_base: int = 1024, repeats: int = 10, bounds: MetricBounds | str | None = SWEEP_BOUNDS,
 ) -> MultiverseReport:
     """Fit the sweep's GP and write every map, test and matrix listed in the module docstring.
+
+    ``bounds``: as for :func:`sweeper.report.build_report` (default: the sweep's own, for its metric).
 
     Raises:
         ReportError: Unknown metric or kernel, no readable space, or too few kept trials.
         FilterError: A malformed filter or one naming an unknown metric.
     """
+    import pandas as pd
+
     started = time.perf_counter()
     metric = metric or records.metric
     if kernel not in KERNELS:
@@ -158,27 +174,32 @@ def build_multiverse(
     if resolution < 2:
         raise ReportError(f"--resolution {resolution} is too small: a map needs at least 2 points per axis")
     try:
-        U_in = space.to_unit(_trial_points(kept, records))
+        U_in = space.to_unit(trial_points(kept, records))
     except (KeyError, ValueError) as exc:
         raise ReportError(f"a trial's point does not fit the sweep's recorded search space: {exc}") from None
     y_in = kept[f"metric.{metric}"].to_numpy(dtype=np.float64)
-    U_out = _excluded_points(space, _trial_points(excluded, records))
+    bounds = resolve_bounds(records, metric, bounds, y_in)
+    U_out = _excluded_points(space, trial_points(excluded, records))
     fit_rows = np.arange(len(y_in))
     if len(fit_rows) > max_fit_points:
         fit_rows = fit_subset(len(y_in), max_fit_points, [seed, 3], category_labels(U_in, space.categories()))
-    fit = fit_multiverse(space, U_in[fit_rows], y_in[fit_rows], kernel=kernel, seed=seed)
+    fit = fit_multiverse(space, U_in[fit_rows], y_in[fit_rows], kernel=kernel, seed=seed, bounds=bounds)
+    loo = loo_check(fit.gp)
     out = OutputDir(out_dir)
     summary: dict[str, Any] = {
         "experiment": records.experiment, "parent_run_id": records.parent_run_id, "strategy": records.strategy,
         "metric": metric, "kernel": kernel, "filter": rule.text if rule else None, "others": others,
+        "metric_bounds": None if bounds is None else bounds.as_list(),
         "trials": {"run": len(trials), "kept": len(kept), "failed": int(len(records.failed())),
                    "filtered": int(sel.filtered.sum()), "fit": int(fit_rows.size)},
-        "hyperparameters": fit.gp.hyperparameters(), "log_likelihood": fit.gp.log_likelihood, "maps": []}
+        "hyperparameters": fit.gp.hyperparameters(), "log_likelihood": fit.gp.log_likelihood,
+        "loo": {**loo.summary(), "sentence": loo.sentence("these maps")}, "maps": []}
+    out.csv("loo.csv", pd.DataFrame({"trial": kept["index"].to_numpy()[fit_rows],
+                                     metric: fit.y, "loo_mean": loo.loo_mean, "pit": loo.pit,
+                                     "residual": loo.residuals}))
     _maps(out, fit, U_in, y_in, U_out, metric, others, resolution, seed, summary)
     _interactions(out, fit, kernel, seed, summary)
     indices = posterior_sensitivity(fit, n_base=n_base, repeats=repeats, seed=seed)
-    import pandas as pd
-
     out.csv("sensitivity.csv", pd.DataFrame(indices.to_rows()))
     out.figure("sensitivity.png", plot_sensitivity(indices.names, indices.main, indices.total, indices.main_sd,
                                                    indices.total_sd, quantity=metric))
@@ -197,7 +218,7 @@ def build_multiverse(
     out.text("summary.json", json.dumps(_finite(summary), indent=2, default=str, allow_nan=False))
     out.text("multiverse.md", _markdown(records, summary))
     summary["files"] = [p.name for p in out.files]
-    return MultiverseReport(out.path, tuple(out.files), kernel, fit, summary)
+    return MultiverseReport(out.path, tuple(out.files), kernel, fit, summary, loo)
 
 
 def _maps(out: OutputDir, fit: MultiverseFit, U_in: np.ndarray, y_in: np.ndarray, U_out: np.ndarray, metric: str,
@@ -214,13 +235,14 @@ def _maps(out: OutputDir, fit: MultiverseFit, U_in: np.ndarray, y_in: np.ndarray
             for what, grids in (("mean", cm.mean), ("sd", cm.sd)):
                 out.figure(f"map_{what}_{stem}.png", plot_contour_facets(
                     cm.x, cm.y, grids, x_name=cm.x_dim, y_name=cm.y_dim, x_log=cm.x_log, y_log=cm.y_log,
-                    quantity=f"posterior {what} of {metric}", points=pts,
+                    quantity=f"{what} of a trial's {metric}", points=pts,
                     title=f"{metric}: posterior {what} over {cm.x_dim} x {cm.y_dim}"
                           + (f" ({where})" if len(cont) > 2 else "")))
-            gx, gy = np.meshgrid(cm.x, cm.y)
+            gx, gy = np.meshgrid(cm.x_values, cm.y_values)
             out.csv(f"map_{stem}.csv", pd.concat([pd.DataFrame({
                 "facet": label, cm.x_dim: gx.ravel(), cm.y_dim: gy.ravel(), "mean": cm.mean[label].ravel(),
-                "sd": cm.sd[label].ravel()}) for label in cm.mean]))
+                "sd": cm.sd[label].ravel(), "sd_latent": cm.sd_latent[label].ravel()})  # type: ignore[index]
+                for label in cm.mean]))
             summary["maps"].append({"x": cm.x_dim, "y": cm.y_dim, "x_log": cm.x_log, "y_log": cm.y_log,
                                     "facets": list(cm.mean)})
     elif len(cont) == 1:
@@ -279,7 +301,17 @@ def _markdown(records: SweepRecords, s: dict[str, Any]) -> str:
         lines += ["", f"## Coregionalization of {name}", "", "correlation between categories:", ""]
         lines += ["| | " + " | ".join(c["labels"]) + " |", "|---" * (len(c["labels"]) + 1) + "|"]
         lines += [f"| {a} | " + " | ".join(f"{v:.2f}" for v in r) + " |" for a, r in zip(c["labels"], c["correlation"])]
-    lines += ["", "## Maps", ""] + [f"![{p}]({p})" for p in _figures(s)]
+    loo = s["loo"]
+    lines += ["", "## Maps", "",
+              f"Mean and sd of the `{s['metric']}` a new trial at each point would return"
+              + (f", modelled inside its bounds {MetricBounds(*s['metric_bounds']).text()}" if s["metric_bounds"]
+                 else "") + ".", "",
+              loo["sentence"], "", "| leave-one-out check | value | nominal |", "|---|---|---|",
+              f"| inside 95 % intervals | {loo['coverage95']:.0%} | 95 % (fails below {loo['threshold_coverage95']:.0%}) |",
+              f"| inside 68 % intervals | {loo['coverage68']:.0%} | 68 % |",
+              f"| LOO RMSE | {loo['rmse']:.4g} | |", f"| largest standardised residual | {loo['max_abs_residual']:.2f} | |",
+              f"| trials | {loo['n']} | |", ""]
+    lines += [f"![{p}]({p})" for p in _figures(s)]
     return "\n".join(lines) + "\n"
 
 
@@ -297,5 +329,9 @@ def _figures(s: dict[str, Any]) -> list[str]:
 
 
 def log_multiverse(report: MultiverseReport, tracker: MLflowTracker, run_id: str | None = None) -> list[str]:
-    """Log every file under ``multiverse/<kernel>/`` on the sweep's parent run; return the artifact paths."""
-    return log_files(report.files, tracker, run_id or report.summary["parent_run_id"], report.artifact_dir)
+    """Log every file under ``multiverse/<kernel>/`` on the sweep's parent run, and the GP's leave-one-out
+    check as ``multiverse_<kernel>_loo_*`` metrics; return the artifact paths."""
+    run_id = run_id or report.summary["parent_run_id"]
+    if report.loo is not None:
+        tracker.log(run_id, metrics=report.loo.metrics(f"multiverse_{report.kernel}_"))
+    return log_files(report.files, tracker, run_id, report.artifact_dir)

@@ -145,14 +145,24 @@ def surrogate_section(out: OutputDir, surrogate: SurrogateCurve | None, skipped:
     subset = (f" (a seeded random subset of {surrogate.n_fit} of the {surrogate.n_finished} finished trials)"
               if surrogate.n_fit < surrogate.n_finished else f" ({surrogate.n_fit} finished trials)")
     hp = surrogate.hyperparameters
+    draws = hp.get("posterior", {}).get("draws", 1)
+    scale = ("" if surrogate.bounds is None else
+             f" It modelled `{metric}` inside its declared bounds {surrogate.bounds.text()}, warped onto the real "
+             f"line (a learned Kumaraswamy-logit warp), so the curve and its band stay inside them.")
     blocks += [
         Paragraph(
-            f"A GP (Matern-5/2, coregionalized over categorical dims) was fitted to the sweep's trials{subset}; {surrogate.n_samples} joint posterior "
-            f"samples of `{metric}` were drawn at i.i.d. uniform points of the space ({surrogate.n_point_sets} "
-            f"independent sets of {surrogate.n_points} points, seed {surrogate.seed}), and each sample's expected-max "
-            f"curve computed. The line is their mean; the band holds {100 * s.level:g} % of them: the GP's "
-            f"uncertainty plus the Monte Carlo error of {surrogate.n_points} points. It estimates the true curve of "
-            f"random search; it does not include the sampling error of a finite sweep's own empirical curve."),
+            f"A GP (Matern-5/2, coregionalized over categorical dims) was fitted to the sweep's trials{subset}, "
+            f"averaged over {draws} posterior draws of its hyperparameters.{scale} {surrogate.n_samples} joint "
+            f"posterior samples of `{metric}` were drawn at i.i.d. uniform points of the space "
+            f"({surrogate.n_point_sets} independent sets of {surrogate.n_points} points, seed {surrogate.seed}), and "
+            f"each sample's expected-max curve computed. The line is their mean; the band holds {100 * s.level:g} % "
+            f"of them: the GP's uncertainty (its hyperparameters' included) plus the Monte Carlo error of "
+            f"{surrogate.n_points} points. It estimates the true curve of random search; it does not include the "
+            f"sampling error of a finite sweep's own empirical curve."),
+    ]
+    if surrogate.loo is not None:
+        blocks.append(Paragraph(surrogate.loo.sentence("this curve")))
+    blocks += [
         Paragraph(f"GP hyperparameters (standardised scale): {describe_hyperparameters(hp)}."),
         Figure("surrogate_expected_max.png", "Empirical expected-max curve vs the GP surrogate's, with its band"),
     ]

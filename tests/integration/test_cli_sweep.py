@@ -44,7 +44,9 @@ def test_svm_sweep_records_every_trial_in_mlflow(tmp_path: Path) -> None:
     for r in children[4:]:
         assert float(r.data.tags["sweeper.acquisition"]) > 0
         assert float(r.data.tags["sweeper.predicted_sd"]) > 0
-        assert math.isfinite(float(r.data.tags["sweeper.predicted_mean"]))
+        # conf/svm.yaml declares the accuracy's bounds: the searcher's GP predicts inside them.
+        assert 0.0 < float(r.data.tags["sweeper.predicted_mean"]) < 1.0
+    assert parent.data.params["metric_bounds"] == "[0, 1]"
 
     # The IVR points are spread over the (log) space, not clustered.
     X = np.array([[math.log10(float(r.data.params["C"])), math.log10(float(r.data.params["gamma"]))]
@@ -99,6 +101,27 @@ def test_failed_trials_are_recorded_and_the_sweep_completes(tmp_path: Path) -> N
     results = yaml.safe_load((sweep.sweep_dir / "optimization_results.yaml").read_text())
     assert results["num_failed"] == len(raised) + len(nan)
     assert "FAILED: ValueError" in sweep.output
+
+
+def test_a_value_outside_the_metric_bounds_fails_its_trial_not_the_sweep(tmp_path: Path) -> None:
+    from tests.integration.apps.toy import branin01
+
+    sweep = run_cli(TOY_APP, tmp_path, "hydra.sweeper.strategy=sobol", "hydra.sweeper.num_trials=8",
+                    "hydra.sweeper.max_failure_rate=1.0", "hydra.sweeper.metric_bounds=[0,50]")
+    assert sweep.proc.returncode == 0, sweep.output
+    parent, children = sweep.runs("toy")
+    assert parent.data.params["metric_bounds"] == "[0, 50]"
+    value = {r.info.run_id: branin01(float(r.data.params["x"]), float(r.data.params["y"])) for r in children}
+    above = [r for r in children if value[r.info.run_id] > 50]
+    assert above and len(above) < len(children), "the Sobol design should fall on both sides of 50"
+    for r in children:
+        if r in above:  # FAILED with the value and the bound, never clipped into the fit
+            assert r.info.status == "FAILED"
+            assert f"score={value[r.info.run_id]:g} is outside metric_bounds=[0, 50] (above 50)" in \
+                r.data.tags["sweeper.error"]
+            assert "hydra.sweeper.metric_bounds" in r.data.tags["sweeper.error"]
+        else:
+            assert r.info.status == "FINISHED" and r.data.metrics["score"] == pytest.approx(value[r.info.run_id])
 
 
 def test_too_many_failures_stop_the_sweep_with_a_summary(tmp_path: Path) -> None:

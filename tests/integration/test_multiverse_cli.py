@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 FORKS_APP = REPO / "tests" / "integration" / "apps" / "forks.py"
 FILES = ("map_mean_lr_width.png", "map_sd_lr_width.png", "map_lr_width.csv", "bayes_factors.csv",
          "interaction.json", "sensitivity.png", "sensitivity.csv", "coregionalization_family.png",
-         "coregionalization_family.csv", "summary.json", "multiverse.md")
+         "coregionalization_family.csv", "loo.csv", "summary.json", "multiverse.md")
 
 
 def multiverse_cli(sweep: Sweep, out: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -77,7 +77,17 @@ def test_multiverse_writes_and_logs_every_artifact(forks) -> None:
     assert set(grid["facet"]) == {"family=plain", "family=residual"} and len(grid) == 2 * 12 * 12
     lr = np.sort(grid["lr"].unique())
     np.testing.assert_allclose(lr, np.logspace(-4, 0, 12))  # a log axis in original units
-    assert np.all(grid["sd"] >= 0) and grid["mean"].between(0, 1.2).all()
+    assert np.all(grid["sd"] >= 0) and grid["mean"].between(-0.5, 1.2).all()
+    assert np.all(grid["sd"] >= grid["sd_latent"])  # a new trial's sd: the GP's uncertainty plus noise
+    # The GP's leave-one-out check: per trial, in the summary, next to the maps, and on the sweep's run.
+    loo = summary["loo"]
+    assert loo["n"] == summary["trials"]["fit"] and 0 <= loo["coverage68"] <= loo["coverage95"] <= 1
+    assert len(pd.read_csv(out / "loo.csv")) == loo["n"] and loo["sentence"] in (out / "multiverse.md").read_text()
+    assert "| inside 95 % intervals |" in (out / "multiverse.md").read_text()
+    from mlflow.tracking import MlflowClient
+
+    run_metrics = MlflowClient(sweep.tracking_uri).get_run(parent.info.run_id).data.metrics
+    assert run_metrics["multiverse_matern52-ard_loo_coverage95"] == pytest.approx(loo["coverage95"])
     tests = pd.read_csv(out / "bayes_factors.csv")
     assert tests["dims"].tolist() == ["all", "lr x width", "lr x family", "width x family"]
     assert set(tests["verdict"]) <= {"interaction", "no interaction", "inconclusive"}
@@ -90,9 +100,14 @@ def test_multiverse_writes_and_logs_every_artifact(forks) -> None:
 
 def test_another_kernel_is_logged_beside_the_first(forks) -> None:
     sweep, tmp = forks
-    proc = multiverse_cli(sweep, tmp / "mv-rbf", "--kernel", "rbf", "--others", "marginal", "--no-log")
+    # The sweep declared no bounds; --bounds gives them (this test_acc can fall below 0: [-1, 1]).
+    proc = multiverse_cli(sweep, tmp / "mv-rbf", "--kernel", "rbf", "--others", "marginal", "--no-log",
+                          "--bounds", "-1", "1")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert json.loads((tmp / "mv-rbf" / "summary.json").read_text())["hyperparameters"]["kernel"] == "rbf"
+    summary = json.loads((tmp / "mv-rbf" / "summary.json").read_text())
+    assert summary["hyperparameters"]["kernel"] == "rbf" and summary["metric_bounds"] == [-1, 1]
+    assert summary["hyperparameters"]["warp"]["bounds"] == [-1, 1]
+    assert pd.read_csv(tmp / "mv-rbf" / "map_lr_width.csv")["mean"].between(-1, 1).all()
     parent, _ = sweep.runs("forks")
     assert not logged(sweep, parent.info.run_id, "multiverse/rbf")  # --no-log
 

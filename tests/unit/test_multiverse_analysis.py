@@ -102,8 +102,12 @@ def test_contour_map_is_the_gp_posterior_on_a_log_grid(mixed_fit) -> None:
     np.testing.assert_allclose(cm.x, np.logspace(-3, 3, 11))
     assert set(cm.mean) == {"model=a", "model=b"} and cm.mean["model=a"].shape == (11, 11)
     # Cell (row 3, column 7) of facet b is the GP at C-unit 0.7, g-unit 0.3, model b.
-    mean, sd = mixed_fit.gp.predict(np.array([[0.75, 0.7, 0.3]]))
+    # Its mean and sd are of a new trial's metric (noise included); sd_latent is the GP's about f alone.
+    mean, sd = mixed_fit.gp.predict(np.array([[0.75, 0.7, 0.3]]), noise=True)
+    latent = mixed_fit.gp.predict(np.array([[0.75, 0.7, 0.3]]))[1]
     assert cm.mean["model=b"][3, 7] == pytest.approx(mean[0]) and cm.sd["model=b"][3, 7] == pytest.approx(sd[0])
+    assert cm.sd_latent["model=b"][3, 7] == pytest.approx(latent[0]) and latent[0] < sd[0]
+    np.testing.assert_allclose(cm.x_values, cm.x)  # float dims: predicted where drawn
     # The mirrored facets have opposite slopes along C near the origin of the sine.
     assert cm.mean["model=a"][5, 2] > cm.mean["model=a"][5, 0] and cm.mean["model=b"][5, 2] < cm.mean["model=b"][5, 0]
 
