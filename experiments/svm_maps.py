@@ -52,7 +52,7 @@ from svm import svc_scores  # noqa: E402
 from sweeper.analysis.multiverse import axis_values, contour_map, fit_multiverse  # noqa: E402
 from sweeper.analysis.plotting import _new_figure  # noqa: E402
 from sweeper.analysis.runs import load_sweep  # noqa: E402
-from sweeper.report.build import _point  # noqa: E402
+from sweeper.report.build import trial_points  # noqa: E402
 from sweeper.tracking import absolute_tracking_uri  # noqa: E402
 
 STRATEGIES = ("ivr", "ucb")
@@ -97,13 +97,14 @@ def load_points(strategy: str, tracking_uri: str) -> dict[str, Any]:
     kept = records.finished("test_acc").sort_values("index")
     if len(kept) != SETTINGS["num_trials"]:
         raise SystemExit(f"svm-{strategy}: {len(kept)} finished trials, expected {SETTINGS['num_trials']}")
-    U = records.space.to_unit([_point(row, records) for _, row in kept.iterrows()])
+    U = records.space.to_unit(trial_points(kept, records))
     return {
         "space": records.space,
         "U": U,
         "y": kept["metric.test_acc"].to_numpy(dtype=np.float64),
         "gp_phase": (kept["phase"] != "sobol").to_numpy(),
         "index": kept["index"].to_numpy(),
+        "bounds": records.bounds,  # conf/svm.yaml's metric_bounds: [0, 1]
     }
 
 
@@ -199,14 +200,16 @@ def measure(seed: int, *, tracking_uri: str | None, grid: int,
     t0 = time.perf_counter()
     maps, stats = {}, {}
     for s, sw in sweeps.items():
-        fit = fit_multiverse(space, sw["U"], sw["y"], seed=seed)
+        fit = fit_multiverse(space, sw["U"], sw["y"], seed=seed, bounds=sw["bounds"])
         maps[s] = contour_map(fit, iC, ig, resolution=MAP_RESOLUTION)
-        mean = fit.gp.predict(P)[0].reshape(truth.shape)
+        mean, sd = (v.reshape(truth.shape) for v in fit.gp.predict(P, noise=True))
         gp_U, gp_y = sw["U"][sw["gp_phase"]], sw["y"][sw["gp_phase"]]
         best = int(np.argmax(sw["y"]))
         stats[s] = {
             "rmse": float(np.sqrt(np.mean((mean - truth) ** 2))),
             "max_abs_error": float(np.max(np.abs(mean - truth))),
+            "band_coverage": float(np.mean(np.abs(mean - truth) <= 1.96 * sd)),
+            "mean_range": [float(mean.min()), float(mean.max())],
             "gp_points": int(gp_U.shape[0]),
             "gp_spread": mean_pairwise_distance(gp_U[:, [iC, ig]]),
             "gp_frac_within_0.01_of_best": float(np.mean(gp_y >= sw["y"][best] - NEAR_BEST)),
@@ -217,8 +220,9 @@ def measure(seed: int, *, tracking_uri: str | None, grid: int,
             "best_C": float(axis_values(space.dims[iC], sw["U"][best:best + 1, iC])[0][0]),
             "best_gamma": float(axis_values(space.dims[ig], sw["U"][best:best + 1, ig])[0][0]),
         }
-    sobol_fit = fit_multiverse(space, sobol["ivr"], sweeps["ivr"]["y"][~sweeps["ivr"]["gp_phase"]], seed=seed)
-    sobol_mean = sobol_fit.gp.predict(P)[0].reshape(truth.shape)
+    sobol_fit = fit_multiverse(space, sobol["ivr"], sweeps["ivr"]["y"][~sweeps["ivr"]["gp_phase"]], seed=seed,
+                               bounds=sweeps["ivr"]["bounds"])
+    sobol_mean = sobol_fit.gp.predict(P, noise=True)[0].reshape(truth.shape)
     timings["gp_fits_s"] = time.perf_counter() - t0
     numbers = {
         "seed": seed,
@@ -234,11 +238,11 @@ def measure(seed: int, *, tracking_uri: str | None, grid: int,
 def print_table(numbers: dict[str, Any], grid: int) -> None:
     print(f"\nseed {numbers['seed']}: posterior mean vs ground truth ({grid}x{grid}); spread etc. of the 24 "
           f"GP-phase points")
-    print(f"{'strategy':<10}{'RMSE':>8}{'max|err|':>10}{'spread':>9}{'near best':>11}{'on edge':>9}"
+    print(f"{'strategy':<10}{'RMSE':>8}{'max|err|':>10}{'band':>7}{'spread':>9}{'near best':>11}{'on edge':>9}"
           f"{'best found':>12}")
-    print(f"{'sobol(8)':<10}{numbers['sobol_only_rmse']:>8.3f}{'':>10}{numbers['sobol_spread']:>9.3f}")
+    print(f"{'sobol(8)':<10}{numbers['sobol_only_rmse']:>8.3f}{'':>10}{'':>7}{numbers['sobol_spread']:>9.3f}")
     for s, st in numbers["strategies"].items():
-        print(f"{s:<10}{st['rmse']:>8.3f}{st['max_abs_error']:>10.3f}{st['gp_spread']:>9.3f}"
+        print(f"{s:<10}{st['rmse']:>8.3f}{st['max_abs_error']:>10.3f}{st['band_coverage']:>7.2f}{st['gp_spread']:>9.3f}"
               f"{st['gp_frac_within_0.01_of_best']:>11.2f}{st['gp_frac_on_edge']:>9.2f}{st['best_found']:>12.4f}")
 
 
@@ -276,6 +280,9 @@ def main(argv: list[str] | None = None) -> None:
             "rmse": "root mean squared error of the GP posterior mean (fit_multiverse on the sweep's 32 trials) "
                     "against the ground truth, over the grid x grid points of the unit square",
             "max_abs_error": "largest absolute error of that posterior mean on the grid",
+            "band_coverage": "share of the grid's truth inside the map's mean +- 1.96 sd (the sd of a new trial's "
+                             "test_acc: the GP's uncertainty over its hyperparameters' posterior, and its noise)",
+            "mean_range": "smallest and largest posterior mean on the grid (inside the declared bounds [0, 1])",
             "gp_spread": "mean pairwise Euclidean distance of the 24 GP-phase points in the unit square "
                          "(log C, log gamma scaled to [0, 1])",
             "gp_frac_within_0.01_of_best": "fraction of GP-phase points with test_acc >= best found - 0.01",
