@@ -159,6 +159,35 @@ def _parse_error(exc: Exception) -> tuple[str, str]:
     return f"not valid override grammar ({detail}); the forms are {forms}", "interval(0, 1)"
 
 
+def _override_name(parser: Any, text: str) -> str | None:
+    """The key an override sets (``group@package`` for a package), or None where it does not parse."""
+    try:
+        [override] = parser.parse_overrides([text])
+    except Exception:  # noqa: BLE001 - the main loop reports it
+        return None
+    return str(override.key_or_group + (f"@{override.package}" if override.package is not None else ""))
+
+
+def _command_line_wins(entries: list[tuple[str, str, str, bool]], parser: Any,
+                       params_key: str) -> list[tuple[str, str, str, bool]]:
+    """Drop each YAML entry whose key the command line also sets: Hydra's rule, and the Optuna sweeper's.
+
+    ``python app.py --multirun 'lr=tag(log, interval(1e-4, 1e-1))'`` replaces the app's
+    ``hydra.sweeper.params.lr``, with one log line saying so.
+    """
+    given = {name: text for _, text, _, from_yaml in entries
+             if not from_yaml and (name := _override_name(parser, text)) is not None}
+    kept = []
+    for entry in entries:
+        where, _, spec, from_yaml = entry
+        name = _override_name(parser, entry[1]) if from_yaml else None
+        if name is not None and name in given:
+            log.info("%s=%r is replaced by the command line's %r", where, spec, given[name])
+            continue
+        kept.append(entry)
+    return kept
+
+
 def parse_search_space(
     params: Mapping[str, Any] | None,
     overrides: Sequence[str],
@@ -200,6 +229,7 @@ def parse_search_space(
     for text in overrides:
         entries.append((text.split("=", 1)[0].strip(), text, text.split("=", 1)[1] if "=" in text else "", False))
 
+    entries = _command_line_wins(entries, parser, params_key)
     dims: list[Dimension] = []
     fixed: list[str] = []
     seen: dict[str, tuple[str, str, str, bool]] = {}
@@ -212,22 +242,12 @@ def parse_search_space(
             problems.append(f"{where}={spec!r}: {rule}. Use e.g. {where}={fix!r}.")
             continue
         name = override.key_or_group + (f"@{override.package}" if override.package is not None else "")
-        if name in seen:
-            first_where, first_text, first_spec, first_yaml = seen[name]
-            if first_yaml and not from_yaml:
-                # Hydra cannot address a dotted key inside params by path: merge a dict into it instead.
-                change = (f"'{params_key}={{{name}:{spec!r}}}'" if "." in name and params_key
-                          else f"{first_where}={spec!r}")
-                problems.append(
-                    f"{text!r}: {name!r} is also given in {first_where}={first_spec!r}; a key may be "
-                    f"set in one place only. Change the YAML entry with {change}, "
-                    f"or drop one of the two."
-                )
-            else:
-                problems.append(
-                    f"{text!r}: {name!r} is given twice (also as {first_text!r}); give each key once. "
-                    f"Use e.g. {text!r} alone."
-                )
+        if name in seen:  # twice on the command line (a YAML entry gave way to it above)
+            first_text = seen[name][1]
+            problems.append(
+                f"{text!r}: {name!r} is given twice (also as {first_text!r}); give each key once. "
+                f"Use e.g. {text!r} alone."
+            )
         duplicate = name in seen  # still validated below, so every problem shows at once
         seen.setdefault(name, (where, text, spec, from_yaml))
         if not override.is_sweep_override():

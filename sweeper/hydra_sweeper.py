@@ -37,6 +37,7 @@ from sweeper.resume import SweepManifest, current_command, reconcile
 from sweeper.redaction import redact_text
 from sweeper.spool import SPOOL_FILE, DurableWriter
 from sweeper.space import SearchSpace
+from sweeper.task_ref import task_ref
 
 log = logging.getLogger(__name__)
 
@@ -193,16 +194,38 @@ class SweeperImpl:
         return composer
 
     def _block(self, name: str) -> dict[str, Any]:
-        """The top-level ``ray`` or ``mlflow`` block, with defaults for what is absent."""
+        """The top-level ``ray`` or ``mlflow`` block, resolved, with defaults for what is absent.
+
+        Resolved in the driver, where Hydra has not set its ``HydraConfig`` (it does that per
+        job): the sweep's config stands in for it, so ``${hydra:job.name}`` and the like resolve
+        as in a job, and ``${...}`` into the app's config resolve against its root. What still
+        cannot resolve is a :class:`SweeperConfigError` naming the key.
+        """
+        from hydra.core.hydra_config import HydraConfig
+        from omegaconf import open_dict
+        from omegaconf.errors import OmegaConfBaseException
+
         from hydra_plugins.multiverse_sweeper.config import MLflowConf, RayConf
 
         assert self.config is not None
         default = OmegaConf.structured(RayConf if name == "ray" else MLflowConf)
         given = self.config.get(name)
         merged = OmegaConf.merge(default, given) if given is not None else default
-        if name == "mlflow" and merged.experiment_name is None:
-            merged.experiment_name = str(self.config.hydra.job.name)
-        return OmegaConf.to_container(merged, resolve=True)  # type: ignore[return-value]
+        root = copy.copy(self.config)  # the app's config with the merged block in place, for interpolations
+        with open_dict(root):
+            root[name] = merged
+        if not HydraConfig.initialized():
+            HydraConfig.instance().set_config(self.config)
+        try:
+            block: dict[str, Any] = OmegaConf.to_container(root[name], resolve=True)  # type: ignore[assignment]
+        except OmegaConfBaseException as exc:
+            key = str(getattr(exc, "full_key", None) or name)
+            raise SweeperConfigError(
+                f"{key} cannot be resolved: {str(exc).splitlines()[0]}. Give it a plain value (e.g. "
+                f"{key}=...) or an interpolation that resolves in the app's config.") from None
+        if name == "mlflow" and block.get("experiment_name") in (None, ""):
+            block["experiment_name"] = str(self.config.hydra.job.name)
+        return block
 
     # ---------------------------------------------------------------- MLflow parent run
     def _open_records(self, manifest: SweepManifest | None, space: SearchSpace, settings: PolicySettings,
@@ -280,7 +303,7 @@ class SweeperImpl:
             ctx = TrialContext(
                 hydra_context=self.hydra_context,  # type: ignore[arg-type]
                 composer=composer,
-                task_function=self.task_function,  # type: ignore[arg-type]
+                task_function=task_ref(self.task_function, env.get("working_dir")),  # type: ignore[arg-type]
                 singleton_state=Singleton.get_state(),
                 space=space,
                 metric=self.metric,
@@ -408,7 +431,7 @@ class SweeperImpl:
                      settings.stop_on_bayes_factor)
         log.info("Finished %d trials (%d failed). Results: %s", len(outcome.records), len(outcome.failed),
                  sweep_dir / RESULTS_FILE)
-        log.info("Browse them: %s", tracker.ui_command())
+        log.info("Browse them:\n  %s", "\n  ".join(tracker.browse_lines(parent_run_id)))
         if too_many and searcher.policy.stop_reason:
             raise TrialFailuresExceeded(
                 f"the sweep stopped after {len(outcome.records)} trials: {searcher.policy.stop_reason}\n"

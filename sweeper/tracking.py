@@ -123,7 +123,8 @@ class MLflowTracker:
         if experiment_id is None:  # else known: no request (a writer process opens the store again)
             exp = self.client.get_experiment_by_name(experiment_name)
             experiment_id = exp.experiment_id if exp else self.client.create_experiment(
-                experiment_name, artifact_location=default_artifact_location(self.tracking_uri, experiment_name)
+                experiment_name, artifact_location=default_artifact_location(self.tracking_uri, experiment_name),
+                tags=EXPERIMENT_TAGS,
             )
         self.experiment_id = experiment_id
         self.experiment_name = experiment_name
@@ -241,8 +242,33 @@ class MLflowTracker:
     def ui_command(self) -> str:
         """The shell command that browses these records."""
         return f"mlflow ui --backend-store-uri {self.tracking_uri}" if not self.tracking_uri.startswith(
-            "http") else f"open {self.tracking_uri}/#/experiments/{self.experiment_id}/runs"
+            "http") else f"open {self.experiment_url()}"
 
+    def experiment_url(self) -> str:
+        """The experiment's runs table in the MLflow UI's "Model training" view.
+
+        MLflow 3 opens an experiment in its GenAI view (traces, no runs) unless told
+        otherwise: ``workflowType=machine_learning`` opens the runs table, where the sweep's
+        run lists its trials. A tracking server's own address; for a local store, where
+        ``mlflow ui`` serves by default (http://127.0.0.1:5000).
+        """
+        base = self.tracking_uri.rstrip("/") if self.tracking_uri.startswith("http") else LOCAL_UI
+        return f"{base}/#/experiments/{self.experiment_id}/runs?workflowType=machine_learning"
+
+    def run_url(self, run_id: str) -> str:
+        """A run's page in the MLflow UI (see :meth:`experiment_url`)."""
+        return self.experiment_url().replace("/runs?", f"/runs/{run_id}?")
+
+    def browse_lines(self, run_id: str) -> list[str]:
+        """What to run and open to see ``run_id`` (the sweep's run) and its trials."""
+        lines = [] if self.tracking_uri.startswith("http") else [self.ui_command()]
+        return [*lines, f"the sweep's trials: {self.experiment_url()}", f"the sweep's run:    {self.run_url(run_id)}"]
+
+
+#: Where ``mlflow ui`` serves a local store by default.
+LOCAL_UI = "http://127.0.0.1:5000"
+#: Tags of an experiment the sweeper creates: MLflow 3's UI then shows it as model training, not GenAI.
+EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 
 #: What MLflow's schema migrations fail with when another process runs them on the same new file.
 _MIGRATION_RACE = ("already exists", "duplicate column", "database is locked", "alembic_version")

@@ -87,9 +87,11 @@ class MissingMetricError(TrialError):
 class TrialContext:
     """Everything a worker needs to run any trial of the sweep."""
 
+    #: First, so that it unpickles first: a sweeper.task_ref.TaskRef imports the user's script,
+    #: which the rest (a config node that is one of its dataclasses) may need.
+    task_function: TaskFunction
     hydra_context: HydraContext
     composer: TrialComposer
-    task_function: TaskFunction
     singleton_state: dict[Any, Any]
     space: SearchSpace
     metric: str

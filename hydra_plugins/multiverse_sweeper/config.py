@@ -89,7 +89,8 @@ class MLflowConf:
     """Where records go: a local SQLite file by default, a tracking server on a cluster."""
 
     tracking_uri: str = "sqlite:///mlruns.db"
-    experiment_name: str = "${hydra:job.name}"
+    # null: the app's name (Hydra's job name), filled in by the sweeper's driver.
+    experiment_name: Optional[str] = None
 
 
 @dataclass

@@ -63,14 +63,14 @@ def chromium_page(executable: str = CHROMIUM, viewport: dict[str, int] | None = 
             browser.close()
 
 
-def check_experiment_page(page: Page, base_url: str, experiment_id: str, parent_run_name: str,
+def check_experiment_page(page: Page, url: str, parent_run_name: str,
                           trial_run_names: list[str], screenshot_path: str | Path) -> None:
-    """Open the experiment's runs table; assert the parent run and, once expanded, every trial.
+    """Open ``url`` (an experiment's runs table, as the sweep printed it); assert the parent run and,
+    once expanded, every trial.
 
     A trial counts as shown when a row with its name link is displayed (scrolled to) below the
     parent's row and indented under it; other sweeps' trials of the same names do not count.
     """
-    url = f"{base_url.rstrip('/')}/#/experiments/{experiment_id}/runs"
     page.goto(url)
     grid = page.get_by_role("grid")
     parent_link = grid.get_by_role("link", name=parent_run_name, exact=True)

@@ -11,6 +11,7 @@ PostgreSQL, files in the server's artifact store, and the MLflow UI in Debian's 
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -186,9 +187,13 @@ def test_mlflow_ui_shows_the_sweep_and_a_trials_conditions(cluster_sweep: Cluste
     conditions = {k: trial.data.tags[k] for k in ("sweeper.host", "sweeper.ray.node_id", "sweeper.ray.node_ip",
                                                     "sweeper.python", "sweeper.packages.sha256",
                                                     "sweeper.code.shipped_from")}
+    # The user opens what the sweep printed at its end (issue 16): the runs table in the Model training view.
+    printed = re.findall(r"the sweep's trials: (\S+)", cluster_sweep.proc.stdout + cluster_sweep.proc.stderr)
+    assert printed == [f"{cluster_sweep.server.url}/#/experiments/{parent.info.experiment_id}/runs"
+                       f"?workflowType=machine_learning"], printed
     with chromium_page() as page:
-        check_experiment_page(page, cluster_sweep.server.url, parent.info.experiment_id, parent.info.run_name,
-                              trial_names, SCREENSHOTS / "mlflow-ui-experiment.png")
+        check_experiment_page(page, printed[0], parent.info.run_name, trial_names,
+                              SCREENSHOTS / "mlflow-ui-experiment.png")
         check_run_page(page, cluster_sweep.server.url, trial.info.experiment_id, trial.info.run_id,
                        {k: trial.data.params[k] for k in ("x", "y")}, conditions,
                        SCREENSHOTS / "mlflow-ui-trial.png")

@@ -22,13 +22,18 @@ def objective(config: dict) -> dict:
     return {"score": -((config["x"] - 0.3) ** 2) - (math.log10(config["lr"]) + 2) ** 2}
 
 
+def objective_reading_its_trial_info(config: dict) -> dict:
+    """The trainable still reads the trial's metadata as a mapping."""
+    return {**objective(config), "index_seen": config[TRIAL_KEY]["index"], "phase_seen": config[TRIAL_KEY]["phase"]}
+
+
 def test_plain_tune_run_uses_the_searcher(ray_local, tmp_path: Path) -> None:
     from ray import tune
 
     search = MultiverseSearch(SPACE, metric="score", mode="max", strategy="ivr", num_trials=12, n_initial=4,
                               batch_size=4, **FAST)
     results = tune.Tuner(
-        objective,
+        objective_reading_its_trial_info,
         tune_config=tune.TuneConfig(search_alg=search, num_samples=12),
         run_config=tune.RunConfig(storage_path=str(tmp_path), verbose=0),
     ).fit()
@@ -41,6 +46,11 @@ def test_plain_tune_run_uses_the_searcher(ray_local, tmp_path: Path) -> None:
     assert min(np.linalg.norm(a - b) for a, b in itertools.combinations(X, 2)) > 1e-3
     for r in results:
         assert 1e-4 <= r.config["lr"] <= 1e-1
+        meta = r.config[TRIAL_KEY]
+        assert (r.metrics["index_seen"], r.metrics["phase_seen"]) == (meta["index"], meta["phase"])
+        # Tune names the trial's folder after its config: the metadata shows as its index alone (issue 16).
+        folder = Path(r.path).name
+        assert f"sweeper_trial={meta['index']}" in folder and "predicted_mean" not in folder, folder
 
 
 def test_save_restore_keeps_a_pending_trial(tmp_path: Path) -> None:

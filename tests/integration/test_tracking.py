@@ -52,6 +52,13 @@ def test_tracker_writes_nested_runs_in_chunks(tmp_path: Path, monkeypatch: pytes
     assert run.data.metrics == {"acc": 0.5}  # NaN, text and bools are not metrics
     assert [r.info.run_id for r in tracker.child_runs(parent)] == [child]
     assert tracker.ui_command() == f"mlflow ui --backend-store-uri sqlite:///{tmp_path / 'records.db'}"
+    # MLflow 3 shows an experiment as GenAI (traces, no runs) unless it is tagged, or the URL asks for runs.
+    exp = tracker.client.get_experiment(tracker.experiment_id)
+    assert exp.tags["mlflow.experimentKind"] == "custom_model_development"
+    url = f"http://127.0.0.1:5000/#/experiments/{tracker.experiment_id}/runs"
+    assert tracker.browse_lines(parent) == [
+        tracker.ui_command(), f"the sweep's trials: {url}?workflowType=machine_learning",
+        f"the sweep's run:    {url}/{parent}?workflowType=machine_learning"]
 
 
 def test_uri_and_key_helpers() -> None:

@@ -3,10 +3,13 @@
 ``shipped.py`` beside it is imported as a sibling module, as a user's helper would be. The
 task reports whether that module came from Ray's uploaded ``working_dir`` (the nodes have
 no other copy on their import path), and holds each trial for ``hold_s`` so trials overlap
-and spread over the nodes.
+and spread over the nodes. A module-level ``lru_cache`` helper checks that the script runs
+as a module on the nodes, as under Hydra's basic launcher (issue 16).
 """
 
 from __future__ import annotations
+
+import functools
 
 import hydra
 from omegaconf import DictConfig
@@ -14,10 +17,15 @@ from omegaconf import DictConfig
 import shipped
 
 
+@functools.lru_cache(maxsize=None)
+def scale() -> float:
+    return 1.0
+
+
 @hydra.main(config_path="conf", config_name="sweep_app", version_base="1.3")
 def main(cfg: DictConfig) -> dict[str, float]:
     shipped.hold(cfg.hold_s)
-    return {"score": shipped.bowl(cfg.x, cfg.y), "shipped": float(shipped.came_from_upload())}
+    return {"score": scale() * shipped.bowl(cfg.x, cfg.y), "shipped": float(shipped.came_from_upload())}
 
 
 if __name__ == "__main__":

@@ -1,0 +1,183 @@
+"""The user's task, sent to Ray's workers as its script's path, imported there as a module.
+
+Why: a Hydra app's task lives in the script the user ran, i.e. in the driver's ``__main__``.
+Ray pickles such a function *by value* (cloudpickle): its code and a copy of the globals it
+names, while everything it names through a wrapper that pickles by reference (a helper
+decorated with ``functools.lru_cache``, an ``Enum``, a dataclass that the config stores)
+is looked up as ``__main__.<name>`` in the worker, whose ``__main__`` is Ray's own
+``default_worker.py``. So every trial failed with ``Can't get attribute 'table' on <module
+'__main__' ...>``, and module-level state was a private copy per function, where Hydra's
+basic launcher runs the task in the script's own module.
+
+So the task travels as a :class:`TaskRef` (the script's path, relative to the code
+directory too, and the function's name), and the worker imports the script once, as a
+module named :data:`MAIN_ALIAS` whose ``__name__`` is not ``"__main__"`` (the script's
+``if __name__ == "__main__": main()`` does not run), with its folder on ``sys.path`` (sibling
+imports work). In the driver the script is registered under the same name and its classes
+and functions name it as their module (:func:`_publish`), so they pickle by reference and
+the worker finds them in the script it imported: one ``Enum``, one dataclass, one module
+state, as under the basic launcher (``multiprocessing`` does the like for a spawned child's
+``__mp_main__``). While the task runs, the script is also the worker's ``__main__``, so a
+config's ``_target_: __main__.Model`` instantiates the script's class. In the driver (and
+where the worker's ``__main__`` is the script) the function itself is used.
+
+:class:`sweeper.trial.TrialContext` holds the reference as its first field, so that the
+script is imported before anything else of the context (a config whose node is a dataclass
+of the script) is unpickled.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+#: The name the worker imports the user's script under (and aliases as ``__main__``).
+MAIN_ALIAS = "__sweeper_main__"
+
+
+class TaskRef:
+    """A callable standing for the task function ``qualname`` of the script at ``path``.
+
+    Pickles as ``(path, relative, qualname)``: unpickling imports the script (see the module
+    docstring). ``relative`` is the script's path below the code directory shipped to a
+    cluster's nodes (``ray.working_dir``, the workers' current directory there), tried when
+    ``path`` does not exist on the node.
+    """
+
+    def __init__(self, path: str, relative: str | None, qualname: str,
+                 function: Callable[..., Any] | None = None) -> None:
+        self.path, self.relative, self.qualname = path, relative, qualname
+        self._function = function
+
+    @property
+    def function(self) -> Callable[..., Any]:
+        if self._function is None:
+            self._function = _task_in(_script_module(self.path, self.relative), self.qualname)
+        return self._function
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        function = self.function
+        module = sys.modules.get(MAIN_ALIAS)
+        main = sys.modules.get("__main__")
+        if module is None or main is module or getattr(main, "__file__", None) == self.path:
+            return function(*args, **kwargs)
+        # While the task runs, "__main__" is its script, as under the basic launcher: a config's
+        # ``_target_: __main__.Model`` (hydra.utils.instantiate) finds the script's class.
+        sys.modules["__main__"] = module
+        try:
+            return function(*args, **kwargs)
+        finally:
+            sys.modules["__main__"] = main  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return _load, (self.path, self.relative, self.qualname)
+
+    def __repr__(self) -> str:
+        return f"TaskRef({self.qualname} in {self.path})"
+
+
+def task_ref(function: Callable[..., Any], code_dir: str | None = None) -> Callable[..., Any]:
+    """``function`` as a :class:`TaskRef` when it lives in the driver's ``__main__`` script, else itself.
+
+    A task defined in an importable module already pickles by reference and is imported in
+    the worker under its own name: nothing to do.
+    """
+    if getattr(function, "__module__", None) not in ("__main__", MAIN_ALIAS):
+        return function
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or not path or getattr(main, function.__qualname__.split(".")[0], None) is None:
+        return function  # e.g. a function defined in an interactive session: nothing to import
+    _publish(main)
+    path = str(Path(path).resolve())
+    relative = None
+    if code_dir is not None:
+        try:
+            relative = str(Path(path).relative_to(Path(code_dir).resolve()))
+        except ValueError:
+            relative = None
+    return TaskRef(path, relative, function.__qualname__, function)
+
+
+def _publish(main: ModuleType) -> None:
+    """Make the driver's script pickle by reference, as the module the workers import.
+
+    cloudpickle copies classes and functions of ``__main__`` *by value*: a worker would get
+    a second ``Enum`` or dataclass (``cfg.act is Act.relu`` false in the task) and a copy of
+    module state. Registered under :data:`MAIN_ALIAS` with its classes and functions naming
+    it as their module, the script's objects pickle as ``__sweeper_main__.<name>``, which
+    the worker resolves in the script it imported (:func:`_script_module`).
+    """
+    sys.modules.setdefault(MAIN_ALIAS, main)
+    for obj in list(vars(main).values()):
+        if (isinstance(obj, type) or inspect.isfunction(obj)) and getattr(obj, "__module__", None) == "__main__":
+            try:
+                obj.__module__ = MAIN_ALIAS
+            except (AttributeError, TypeError):
+                pass
+
+
+def _load(path: str, relative: str | None, qualname: str) -> TaskRef:
+    ref = TaskRef(path, relative, qualname)
+    ref.function  # noqa: B018 - import the script now, before the rest of the context is unpickled
+    return ref
+
+
+def _script_module(path: str, relative: str | None) -> ModuleType:
+    """The user's script as a module of this process: ``__main__`` if it is the script, else imported once."""
+    main = sys.modules.get("__main__")
+    main_file = getattr(main, "__file__", None)
+    if main is not None and main_file and _same_file(main_file, path):
+        return main
+    loaded = sys.modules.get(MAIN_ALIAS)
+    if loaded is not None:
+        return loaded
+    # Code shipped with ray.working_dir is the worker's current directory: the upload wins over the
+    # driver's folder, which a node may also see (one machine, or a shared disk) but at another version.
+    where = Path(relative).resolve() if relative is not None and Path(relative).is_file() else Path(path)
+    if not where.is_file():
+        raise FileNotFoundError(
+            f"the task's script {path} is not on this node (cwd {os.getcwd()}): ship the code with "
+            f"ray.working_dir (the folder holding the script) or mount it at the same path on every node")
+    spec = importlib.util.spec_from_file_location(MAIN_ALIAS, where)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    folder = str(where.parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)  # the script's sibling modules import as they do when it runs
+    sys.modules[MAIN_ALIAS] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        del sys.modules[MAIN_ALIAS]
+        raise
+    return module
+
+
+def _task_in(module: ModuleType, qualname: str) -> Callable[..., Any]:
+    """The function ``qualname`` of ``module``, without ``@hydra.main``'s wrapper."""
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    # @hydra.main(...) wraps the task (functools.wraps): the task is the function whose code is the script's.
+    while hasattr(obj, "__wrapped__") and not _defined_in(obj, str(module.__file__)):
+        obj = obj.__wrapped__
+    return obj  # type: ignore[no-any-return]
+
+
+def _defined_in(function: Any, path: str) -> bool:
+    code = getattr(function, "__code__", None)
+    return code is not None and _same_file(code.co_filename, path)
+
+
+def _same_file(a: str, b: str) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
