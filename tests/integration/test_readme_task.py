@@ -1,0 +1,80 @@
+"""The README's "Write a sweep of your own", run as written (issue 16).
+
+The task, its YAML and both commands are read from README.md itself, so an example that
+stops working fails here. The task's training loop is the README's ``...``: it is filled
+with a few lines of arithmetic (the only change to the task), and the sweeps are made small
+by changing the numbers of trials the commands and YAML give (32, 64) to 6.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.integration
+
+SECTION = "## Write a sweep of your own"
+LOOP_BODY = "        loss, acc, train_acc = 1.0 / (1 + epoch), 1.0 - cfg.lr / (1 + cfg.depth), 1.0\n"
+
+
+def readme_section() -> str:
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    start = text.index(SECTION)
+    return text[start:text.index("\n## ", start + len(SECTION))]
+
+
+def fenced(section: str, language: str) -> list[str]:
+    return re.findall(rf"```{language}\n(.*?)```", section, re.S)
+
+
+def commands(block: str) -> list[str]:
+    """The block's shell commands, continuation lines joined."""
+    return [c.strip() for c in block.replace("\\\n", " ").splitlines() if c.strip() and not c.startswith("#")]
+
+
+def test_the_readmes_own_task_and_commands_run_as_written(tmp_path: Path) -> None:
+    section = readme_section()
+    task, yaml_text, shell = (fenced(section, language)[0] for language in ("python", "yaml", "bash"))
+    assert task.startswith("# experiments/my_task.py") and yaml_text.startswith("# conf/my_task.yaml")
+    assert task.count("        ...\n") == 1, "the README's loop body changed: update LOOP_BODY"
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "conf").mkdir()
+    (tmp_path / "experiments" / "my_task.py").write_text(task.replace("        ...\n", LOOP_BODY))
+    (tmp_path / "conf" / "my_task.yaml").write_text(yaml_text.replace("num_trials: 32", "num_trials: 6"))
+    # `sweeper_defaults` (the ray: and mlflow: blocks) comes with the installed plugin: nothing else is copied.
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("HYDRA_FULL_ERROR", None)
+    runs = commands(shell)
+    assert len(runs) == 2 and all(c.startswith("python experiments/my_task.py --multirun") for c in runs), runs
+    for i, command in enumerate(runs):
+        argv = shlex.split(command.replace("num_trials=64", "num_trials=6"))
+        argv = [sys.executable, *argv[1:], "hydra.sweeper.n_initial=3", "hydra.sweeper.batch_size=3",
+                f"hydra.sweep.dir=multirun-{i}"]
+        proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        output = proc.stdout + proc.stderr
+        assert proc.returncode == 0, f"{command}\n{output[-4000:]}"
+        assert "Finished 6 trials (0 failed)" in output, output[-4000:]
+        if i == 1:  # the command line's lr replaced the YAML's (one log line says so), epochs=20 reached the task
+            assert "hydra.sweeper.params.lr='tag(log, interval(1e-4, 1))' is replaced by the command line's" in output
+            assert "epochs: 20" in (tmp_path / "multirun-1" / "0" / ".hydra" / "config.yaml").read_text()
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
+    experiment = client.get_experiment_by_name("my-task")
+    assert experiment is not None
+    runs = client.search_runs([experiment.experiment_id], order_by=["attributes.start_time ASC"])
+    sweeps = [r.info.run_id for r in runs if r.data.tags.get("sweeper.role") == "sweep"]
+    assert len(sweeps) == 2
+    for sweep, (low, high) in zip(sweeps, [(1e-4, 1.0), (1e-5, 1e-1)]):
+        trials = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == sweep]
+        assert len(trials) == 6 and all("val_acc" in r.data.metrics for r in trials)
+        assert all(low <= float(r.data.params["lr"]) <= high for r in trials), [r.data.params["lr"] for r in trials]
