@@ -13,7 +13,8 @@ So the task travels as a :class:`TaskRef` (the script's path, relative to the co
 directory too, and the function's name), and the worker imports the script once, as a
 module named :data:`MAIN_ALIAS` whose ``__name__`` is not ``"__main__"`` (the script's
 ``if __name__ == "__main__": main()`` does not run), with its folder on ``sys.path`` (sibling
-imports work). In the driver the script is registered under the same name and its classes
+imports work); an app run as ``python -m pkg.app`` is imported as ``pkg.app``, so its
+relative imports work. In the driver the script is registered under the same name and its classes
 and functions name it as their module (:func:`_publish`), so they pickle by reference and
 the worker finds them in the script it imported: one ``Enum``, one dataclass, one module
 state, as under the basic launcher (``multiprocessing`` does the like for a spawned child's
@@ -51,14 +52,15 @@ class TaskRef:
     """
 
     def __init__(self, path: str, relative: str | None, qualname: str,
-                 function: Callable[..., Any] | None = None) -> None:
+                 function: Callable[..., Any] | None = None, module_name: str | None = None) -> None:
         self.path, self.relative, self.qualname = path, relative, qualname
+        self.module_name = module_name  # set when the app ran as ``python -m pkg.app``
         self._function = function
 
     @property
     def function(self) -> Callable[..., Any]:
         if self._function is None:
-            self._function = _task_in(_script_module(self.path, self.relative), self.qualname)
+            self._function = _task_in(_script_module(self.path, self.relative, self.module_name), self.qualname)
         return self._function
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -76,7 +78,7 @@ class TaskRef:
             sys.modules["__main__"] = main  # type: ignore[assignment]
 
     def __reduce__(self) -> tuple[Any, ...]:
-        return _load, (self.path, self.relative, self.qualname)
+        return _load, (self.path, self.relative, self.qualname, self.module_name)
 
     def __repr__(self) -> str:
         return f"TaskRef({self.qualname} in {self.path})"
@@ -102,7 +104,8 @@ def task_ref(function: Callable[..., Any], code_dir: str | None = None) -> Calla
             relative = str(Path(path).relative_to(Path(code_dir).resolve()))
         except ValueError:
             relative = None
-    return TaskRef(path, relative, function.__qualname__, function)
+    spec = getattr(main, "__spec__", None)  # python -m pkg.app: the worker imports pkg.app, relative imports work
+    return TaskRef(path, relative, function.__qualname__, function, getattr(spec, "name", None))
 
 
 def _publish(main: ModuleType) -> None:
@@ -123,14 +126,15 @@ def _publish(main: ModuleType) -> None:
                 pass
 
 
-def _load(path: str, relative: str | None, qualname: str) -> TaskRef:
-    ref = TaskRef(path, relative, qualname)
+def _load(path: str, relative: str | None, qualname: str, module_name: str | None = None) -> TaskRef:
+    ref = TaskRef(path, relative, qualname, module_name=module_name)
     ref.function  # noqa: B018 - import the script now, before the rest of the context is unpickled
     return ref
 
 
-def _script_module(path: str, relative: str | None) -> ModuleType:
-    """The user's script as a module of this process: ``__main__`` if it is the script, else imported once."""
+def _script_module(path: str, relative: str | None, module_name: str | None = None) -> ModuleType:
+    """The user's script as a module of this process: ``__main__`` if it is the script, else imported once
+    (by its module name when the app ran as ``python -m``, else from its file)."""
     main = sys.modules.get("__main__")
     main_file = getattr(main, "__file__", None)
     if main is not None and main_file and _same_file(main_file, path):
@@ -138,6 +142,16 @@ def _script_module(path: str, relative: str | None) -> ModuleType:
     loaded = sys.modules.get(MAIN_ALIAS)
     if loaded is not None:
         return loaded
+    if module_name:
+        if os.getcwd() not in sys.path:
+            sys.path.insert(0, os.getcwd())  # as ``python -m`` puts the current directory first
+        try:
+            module = importlib.import_module(module_name)
+        except ImportError:
+            pass  # not importable on this node: load the file
+        else:
+            sys.modules[MAIN_ALIAS] = module
+            return module
     # Code shipped with ray.working_dir is the worker's current directory: the upload wins over the
     # driver's folder, which a node may also see (one machine, or a shared disk) but at another version.
     where = Path(relative).resolve() if relative is not None and Path(relative).is_file() else Path(path)

@@ -41,13 +41,14 @@ APPS: dict[str, dict[str, Any]] = {
     "chdir": {},  # hydra.job.chdir=true, relative writes
     "instantiate": {},  # hydra.utils.instantiate of a class of the script (_target_: __main__.Model)
     "env_set": {},  # hydra.job.env_set read by the task
+    "package": {"run": ["-m", "pkg.app"]},  # run as a module of a package, with a relative import
 }
 
 
-def _run(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _run(folder: Path, *args: str, run: tuple[str, ...] = ("app.py",)) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     env.pop("HYDRA_FULL_ERROR", None)
-    return subprocess.run([sys.executable, "app.py", "--multirun", "x=1,2", *args], cwd=folder, env=env,
+    return subprocess.run([sys.executable, *run, "--multirun", "x=1,2", *args], cwd=folder, env=env,
                           capture_output=True, text=True, timeout=300)
 
 
@@ -77,17 +78,18 @@ def test_a_plain_hydra_app_runs_under_the_sweeper_as_under_the_basic_launcher(na
     shutil.copytree(APPS_DIR / name, basic_dir)
     shutil.copytree(APPS_DIR / name, sweep_dir)
 
+    settings = APPS[name]
+    run = tuple(settings.get("run", ("app.py",)))
     basic = _run(basic_dir, "hydra.sweep.dir=multirun",
-                 "++hydra.callbacks.record._target_=tests.integration.user_apps.record.RecordReturn")
+                 "++hydra.callbacks.record._target_=tests.integration.user_apps.record.RecordReturn", run=run)
     assert basic.returncode == 0, basic.stdout + basic.stderr
     basic_jobs = _jobs(basic_dir / "multirun")
     expected = {x: json.loads((job / RETURNED).read_text()) for x, job in basic_jobs.items()}
     assert set(expected) == {1, 2}
 
-    settings = APPS[name]
     swept = _run(sweep_dir, "hydra/sweeper=multiverse", "hydra.sweep.dir=multirun", "hydra.sweeper.strategy=grid",
                  "hydra.sweeper.num_trials=2", "hydra.sweeper.max_failure_rate=1",
-                 f"hydra.sweeper.metric={settings.get('metric', 'objective')}")
+                 f"hydra.sweeper.metric={settings.get('metric', 'objective')}", run=run)
     output = swept.stdout + swept.stderr
     assert swept.returncode == 0, output
     sweeper_jobs = _jobs(sweep_dir / "multirun")
