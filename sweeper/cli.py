@@ -202,8 +202,8 @@ def _report(args: argparse.Namespace) -> int:
 
         tracker = MLflowTracker(records.tracking_uri, records.experiment)
         written = log_report(report, tracker, records.parent_run_id)
-        print(f"Logged {len(written)} files to MLflow run {records.parent_run_id} under report/. Browse them:")
-        print("  " + "\n  ".join(tracker.browse_lines(records.parent_run_id)))
+        print(f"Logged {len(written)} files to MLflow run {records.parent_run_id} under report/. "
+              f"{tracker.browse_text(records.parent_run_id)}")
     return 0
 
 
@@ -260,7 +260,7 @@ def _multiverse(args: argparse.Namespace) -> int:
         tracker = MLflowTracker(records.tracking_uri, records.experiment)
         written = log_multiverse(report, tracker, records.parent_run_id)
         print(f"Logged {len(written)} files to MLflow run {records.parent_run_id} under {report.artifact_dir}/. "
-              "Browse them:\n  " + "\n  ".join(tracker.browse_lines(records.parent_run_id)))
+              f"{tracker.browse_text(records.parent_run_id)}")
     return 0
 
 

@@ -159,28 +159,34 @@ def _parse_error(exc: Exception) -> tuple[str, str]:
     return f"not valid override grammar ({detail}); the forms are {forms}", "interval(0, 1)"
 
 
-def _override_name(parser: Any, text: str) -> str | None:
-    """The key an override sets (``group@package`` for a package), or None where it does not parse."""
+def _parse(parser: Any, text: str) -> Any:
+    """The one override ``text`` parses to, or the exception it raises (reported by the caller)."""
     try:
         [override] = parser.parse_overrides([text])
-    except Exception:  # noqa: BLE001 - the main loop reports it
+    except Exception as exc:  # noqa: BLE001 - OverrideParseException, or ValueError from a grammar function
+        return exc
+    return override
+
+
+def _name(override: Any) -> str | None:
+    """The key an override sets (``group@package`` for a package); None for a text that did not parse."""
+    if isinstance(override, Exception):
         return None
     return str(override.key_or_group + (f"@{override.package}" if override.package is not None else ""))
 
 
-def _command_line_wins(entries: list[tuple[str, str, str, bool]], parser: Any,
-                       params_key: str) -> list[tuple[str, str, str, bool]]:
+def _command_line_wins(entries: list[tuple[str, str, str, bool, Any]]) -> list[tuple[str, str, str, bool, Any]]:
     """Drop each YAML entry whose key the command line also sets: Hydra's rule, and the Optuna sweeper's.
 
     ``python app.py --multirun 'lr=tag(log, interval(1e-4, 1e-1))'`` replaces the app's
     ``hydra.sweeper.params.lr``, with one log line saying so.
     """
-    given = {name: text for _, text, _, from_yaml in entries
-             if not from_yaml and (name := _override_name(parser, text)) is not None}
+    given = {name: text for _, text, _, from_yaml, parsed in entries
+             if not from_yaml and (name := _name(parsed)) is not None}
     kept = []
     for entry in entries:
-        where, _, spec, from_yaml = entry
-        name = _override_name(parser, entry[1]) if from_yaml else None
+        where, _, spec, from_yaml, parsed = entry
+        name = _name(parsed) if from_yaml else None
         if name is not None and name in given:
             log.info("%s=%r is replaced by the command line's %r", where, spec, given[name])
             continue
@@ -229,19 +235,18 @@ def parse_search_space(
     for text in overrides:
         entries.append((text.split("=", 1)[0].strip(), text, text.split("=", 1)[1] if "=" in text else "", False))
 
-    entries = _command_line_wins(entries, parser, params_key)
     dims: list[Dimension] = []
     fixed: list[str] = []
     seen: dict[str, tuple[str, str, str, bool]] = {}
     builders = {IntervalSweep: _build_interval, RangeSweep: _build_range, ChoiceSweep: _build_choice}
-    for where, text, spec, from_yaml in entries:
-        try:
-            [override] = parser.parse_overrides([text])
-        except Exception as exc:  # OverrideParseException, or ValueError from a grammar function
-            rule, fix = _parse_error(exc)
+    parsed_entries = _command_line_wins([(*entry, _parse(parser, entry[1])) for entry in entries])
+    for where, text, spec, from_yaml, override in parsed_entries:
+        if isinstance(override, Exception):
+            rule, fix = _parse_error(override)
             problems.append(f"{where}={spec!r}: {rule}. Use e.g. {where}={fix!r}.")
             continue
-        name = override.key_or_group + (f"@{override.package}" if override.package is not None else "")
+        name = _name(override)
+        assert name is not None
         if name in seen:  # twice on the command line (a YAML entry gave way to it above)
             first_text = seen[name][1]
             problems.append(

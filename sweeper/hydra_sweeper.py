@@ -431,7 +431,7 @@ class SweeperImpl:
                      settings.stop_on_bayes_factor)
         log.info("Finished %d trials (%d failed). Results: %s", len(outcome.records), len(outcome.failed),
                  sweep_dir / RESULTS_FILE)
-        log.info("Browse them:\n  %s", "\n  ".join(tracker.browse_lines(parent_run_id)))
+        log.info("%s", tracker.browse_text(parent_run_id))
         if too_many and searcher.policy.stop_reason:
             raise TrialFailuresExceeded(
                 f"the sweep stopped after {len(outcome.records)} trials: {searcher.policy.stop_reason}\n"

@@ -264,6 +264,10 @@ class MLflowTracker:
         lines = [] if self.tracking_uri.startswith("http") else [self.ui_command()]
         return [*lines, f"the sweep's trials: {self.experiment_url()}", f"the sweep's run:    {self.run_url(run_id)}"]
 
+    def browse_text(self, run_id: str) -> str:
+        """``Browse them:`` and :meth:`browse_lines`, indented: what the sweep and the commands print last."""
+        return "Browse them:\n  " + "\n  ".join(self.browse_lines(run_id))
+
 
 #: Where ``mlflow ui`` serves a local store by default.
 LOCAL_UI = "http://127.0.0.1:5000"
