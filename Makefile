@@ -19,8 +19,9 @@ $(STAMP): requirements.lock pyproject.toml
 
 install: $(STAMP)
 
+# Hydra overrides for the demo's sweep: make demo OVERRIDES='hydra.sweeper.num_trials=64'
 demo: $(STAMP)
-	$(BIN)/python experiments/svm.py --multirun hydra/sweeper=multiverse
+	$(BIN)/python experiments/svm.py --multirun hydra/sweeper=multiverse $(OVERRIDES)
 
 test: test-unit test-integration
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -55,6 +56,18 @@ def run_cli(app: Path, tmp_path: Path, *overrides: str, timeout: int = 300) -> S
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("HYDRA_FULL_ERROR", None)
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
+    return Sweep(proc, sweep_dir, tracking_uri)
+
+
+def run_documented_sweep(command: str, tmp_path: Path, *overrides: str, timeout: int = 300) -> Sweep:
+    """Run a documented sweep command as written, from the repository, with Hydra's outputs and
+    the MLflow store in ``tmp_path`` (where the documented analysis commands then find them)."""
+    from tests.documented import run_documented
+
+    sweep_dir = tmp_path / "multirun"
+    tracking_uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    extra = [f"hydra.sweep.dir={sweep_dir}", f"mlflow.tracking_uri={tracking_uri}", "ray.num_cpus=2", *overrides]
+    proc = run_documented(" ".join([command, *map(shlex.quote, extra)]), REPO, timeout=timeout)
     return Sweep(proc, sweep_dir, tracking_uri)
 
 

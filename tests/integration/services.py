@@ -197,10 +197,13 @@ def http_status(url: str, headers: Mapping[str, str] | None = None) -> int | Non
 
 
 @contextlib.contextmanager
-def mlflow_server(root: Path, backend_store_uri: str, port: int | None = None, **settings: str) -> Iterator[MLflowServer]:
+def mlflow_server(root: Path, backend_store_uri: str, port: int | None = None, *, command: str | None = None,
+                  **settings: str) -> Iterator[MLflowServer]:
     """Run cluster/mlflow/serve.sh with ``backend_store_uri``; ``settings`` are its other env vars.
 
     ``port``: the port to serve on (default: a free one); give the same one to restart a server.
+    ``command``: a documented command line that runs ``cluster/mlflow/serve.sh`` (with its own
+    settings before it and options after it), run with bash instead of the bare script.
     """
     root.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
@@ -209,7 +212,9 @@ def mlflow_server(root: Path, backend_store_uri: str, port: int | None = None, *
            "MLFLOW_BACKEND_STORE_URI": backend_store_uri, "MLFLOW_ARTIFACTS_DESTINATION": str(artifacts),
            "MLFLOW_PORT": str(port), "MLFLOW_WORKERS": "1", **settings}
     log = root / "mlflow-server.log"
-    with process_group(["bash", str(SERVE_SCRIPT)], log, env=env, cwd=root) as proc:
+    cmd = ["bash", "-c", command.replace("cluster/mlflow/serve.sh", str(SERVE_SCRIPT))] if command else \
+        ["bash", str(SERVE_SCRIPT)]
+    with process_group(cmd, log, env=env, cwd=root) as proc:
         url = f"http://127.0.0.1:{port}"
         wait_until(lambda: http_status(f"{url}/health") == 200, "mlflow server", 180, proc, log)
         yield MLflowServer(url=url, artifacts=artifacts, proc=proc, log=log, env=settings)

@@ -22,6 +22,7 @@ from typing import Any
 
 import pytest
 
+from tests.documented import documented, run_documented
 from tests.integration.conftest import TEST_ARTIFACTS
 from tests.integration.services import (
     MLflowServer,
@@ -58,7 +59,19 @@ def postgres():
 
 @pytest.fixture(scope="module")
 def tracking_server(postgres: Postgres, tmp_path_factory):
-    with mlflow_server(tmp_path_factory.mktemp("mlflow-server"), postgres.create_database("mlflow")) as server:
+    """The tracking server as cluster/README.md sets it up: its user and database, made by its ``psql``
+    command (on the test's PostgreSQL, as its superuser), then its ``serve.sh`` command (on that port)."""
+    root = tmp_path_factory.mktemp("mlflow-server")
+    create = documented("sudo -u postgres psql -c \"CREATE USER mlflow PASSWORD 'change-me'\" "
+                        '-c "CREATE DATABASE mlflow OWNER mlflow"')
+    as_superuser = f"{postgres.bin_dir / 'psql'} -h 127.0.0.1 -p {postgres.port} -U {postgres.user} -d postgres"
+    done = run_documented(create.replace("sudo -u postgres psql", as_superuser), root,
+                          env={"PGPASSWORD": postgres.password}, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    serve = documented("MLFLOW_BACKEND_STORE_URI=postgresql+psycopg://mlflow:change-me@127.0.0.1:5432/mlflow "
+                       "cluster/mlflow/serve.sh")
+    backend = serve.split()[0].split("=", 1)[1].replace(":5432/", f":{postgres.port}/")
+    with mlflow_server(root, backend, command=serve.replace(":5432/", f":{postgres.port}/")) as server:
         yield server
 
 
@@ -156,25 +169,48 @@ def test_tracking_server_listens_on_loopback_only(tracking_server: MLflowServer)
     assert _listening_addresses(port) == {"0100007F"}  # 127.0.0.1, little-endian hex
 
 
-def test_basic_auth_refuses_strangers_and_admits_users(postgres: Postgres, tmp_path, monkeypatch) -> None:
+def test_basic_auth_as_the_readme_sets_it_up(postgres: Postgres, tmp_path, monkeypatch) -> None:
+    """cluster/README.md's sign-in recipe, command by command: the server with basic auth, the admin
+    creating alice with curl, and alice's exported credentials, which the sweeper's tracker uses."""
     backend = postgres.create_database("mlflow_auth_backend")
-    auth_db = postgres.create_database("mlflow_auth_users")
-    settings = {"MLFLOW_AUTH": "1", "MLFLOW_AUTH_ADMIN_PASSWORD": "s3cret-admin-pw",
-                "MLFLOW_AUTH_DATABASE_URI": auth_db}
-    with mlflow_server(tmp_path / "server", backend, **settings) as server:
+    serve = documented("MLFLOW_AUTH=1 MLFLOW_AUTH_ADMIN_PASSWORD='a-long-admin-password' "
+                       "MLFLOW_BACKEND_STORE_URI=... cluster/mlflow/serve.sh")
+    with mlflow_server(tmp_path / "server", backend, command=serve.replace("=...", f"={backend}")) as server:
         search = f"{server.url}/api/2.0/mlflow/experiments/search?max_results=1"
         assert http_status(search) == 401
+        create_alice = documented("""curl -u admin:'a-long-admin-password' -H 'Content-Type: application/json' """
+                                  """-d '{"username": "alice", "password": "alices-long-password"}' """
+                                  """http://127.0.0.1:5000/api/2.0/mlflow/users/create""")
+        done = run_documented(create_alice.replace("http://127.0.0.1:5000", server.url), tmp_path, timeout=60)
+        assert done.returncode == 0 and '"username": "alice"' in done.stdout.replace('":"', '": "'), done.stdout
+        sign_in = documented("export MLFLOW_TRACKING_USERNAME=alice MLFLOW_TRACKING_PASSWORD='alices-long-password'")
+        exported = run_documented(f"{sign_in} && env | grep ^MLFLOW_TRACKING_", tmp_path, timeout=30).stdout
+        credentials = dict(line.split("=", 1) for line in exported.splitlines())
+        assert set(credentials) == {"MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"}
         from sweeper.tracking import MLflowTracker
 
-        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "admin")
+        monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "alice")
         monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "wrong")
         with pytest.raises(Exception, match="401|Unauthorized|credentials"):
-            MLflowTracker(server.url, "secured")
-        monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "s3cret-admin-pw")
-        tracker = MLflowTracker(server.url, "secured")
+            MLflowTracker(server.url, "alices")
+        for key, value in credentials.items():
+            monkeypatch.setenv(key, value)
+        tracker = MLflowTracker(server.url, "alices")
         run_id = tracker.start_run("signed-in", params={"a": 1})
         tracker.finish(run_id)
         assert tracker.client.get_run(run_id).data.params == {"a": "1"}
+
+
+def test_a_server_open_to_the_network_admits_only_the_allowed_hosts(postgres: Postgres, tmp_path) -> None:
+    serve = documented("MLFLOW_HOST=0.0.0.0 MLFLOW_BACKEND_STORE_URI=... cluster/mlflow/serve.sh "
+                       "--allowed-hosts 'mlflow.lab.example:*,localhost:*,127.0.0.1:*,10.*'")
+    backend = postgres.create_database("mlflow_open")
+    with mlflow_server(tmp_path / "server", backend, command=serve.replace("=...", f"={backend}")) as server:
+        port = int(server.url.rsplit(":", 1)[1])
+        assert _listening_addresses(port) == {"00000000"}  # 0.0.0.0: every interface
+        search = f"{server.url}/api/2.0/mlflow/experiments/search?max_results=1"
+        assert http_status(search, {"Host": f"mlflow.lab.example:{port}"}) == 200
+        assert http_status(search, {"Host": f"attacker.example:{port}"}) in (400, 403)  # DNS rebinding refused
 
 
 def test_mlflow_ui_shows_the_sweep_and_a_trials_conditions(cluster_sweep: ClusterSweep) -> None:

@@ -8,19 +8,17 @@ from __future__ import annotations
 
 import itertools
 import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
-from tests.integration.conftest import Sweep, run_cli
+from tests.documented import documented, run_documented
+from tests.integration.conftest import Sweep, run_documented_sweep
 
 pytestmark = pytest.mark.integration
 
-TRAIN_APP = REPO / "experiments" / "train.py"
 PER_EPOCH = ("train_acc", "train_loss", "test_acc", "test_loss")
 
 
@@ -43,8 +41,17 @@ def _finished(sweep: Sweep, experiment: str, n: int) -> list[Any]:
     return children
 
 
+def analyse(command: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """A documented ``sweeper report`` / ``sweeper multiverse`` command, run as written where the sweep's
+    MLflow store is (the commands' default ``--tracking-uri sqlite:///mlruns.db``)."""
+    proc = run_documented(command, tmp_path, timeout=300)
+    assert proc.returncode == 0, f"{command}\n{(proc.stdout + proc.stderr)[-4000:]}"
+    return proc
+
+
 def test_optimizer_gap_cpu(tmp_path: Path) -> None:
-    sweep = run_cli(TRAIN_APP, tmp_path, "+experiment=optimizer_gap/cpu", "epochs=2", "hydra.sweeper.num_trials=6",
+    command = documented("python experiments/train.py --multirun +experiment=optimizer_gap/cpu")
+    sweep = run_documented_sweep(command, tmp_path, "epochs=2", "hydra.sweeper.num_trials=6",
                     "hydra.sweeper.n_initial=4", "hydra.sweeper.batch_size=2")
     children = _finished(sweep, "optimizer-gap-cpu", 6)
     assert [r.data.tags["sweeper.phase"] for r in children] == ["sobol"] * 4 + ["ivr"] * 2
@@ -60,26 +67,35 @@ def test_optimizer_gap_cpu(tmp_path: Path) -> None:
     # A well-tuned SGD beats a badly-tuned Adam somewhere, and the other way round elsewhere.
     gaps = [r.data.metrics["gap"] for r in children]
     assert min(gaps) < 0 < max(gaps)
+    analyse(documented("sweeper multiverse --experiment optimizer-gap-cpu"), tmp_path)
+    out = tmp_path / "multiverse-optimizer-gap-cpu-matern52-ard"
+    assert {"map_mean_optimizer.lr_optimizer.eps.png", "summary.json"} <= {f.name for f in out.iterdir()}
 
 
 def test_batch_size_cpu(tmp_path: Path) -> None:
-    sweep = run_cli(TRAIN_APP, tmp_path, "+experiment=batch_size/cpu", "epochs=3", "hydra.sweeper.num_trials=8",
-                    "hydra.sweeper.n_initial=4", "hydra.sweeper.batch_size=4")
-    children = _finished(sweep, "batch-size-cpu", 8)
+    command = documented("python experiments/train.py --multirun +experiment=batch_size/cpu")
+    # Its own size (24 trials of 20 epochs), so enough trials fit their training data for the filter below;
+    # deterministic batches, so which ones does not hang on trial timing.
+    sweep = run_documented_sweep(command, tmp_path, "hydra.sweeper.deterministic=true")
+    children = _finished(sweep, "batch-size-cpu", 24)
     for r in children:
         p, m = r.data.params, r.data.metrics
         assert p["model"] in ("mlp", "cnn") and p["data.name"] in ("digits", "breast_cancer")
         assert 16 <= int(p["batch_size"]) <= 1024 and 1e-4 <= float(p["optimizer.lr"]) <= 10 ** -0.5
         assert {"test_acc", "train_acc", "test_loss", "train_loss", "duration_s", "epochs"} <= set(m)
         assert 0 <= m["test_acc"] <= 1 and 0 <= m["train_acc"] <= 1
-        assert all(_history(sweep, r, key) == [0, 1, 2] for key in PER_EPOCH)
+        assert all(_history(sweep, r, key) == list(range(20)) for key in PER_EPOCH)
     assert {r.data.params["data.name"] for r in children} == {"digits", "breast_cancer"}
     assert len({r.data.params["model"] for r in children}) == 2
+    proc = analyse(documented('sweeper multiverse --experiment batch-size-cpu --filter "train_acc >= 0.99"'), tmp_path)
+    kept = sum(r.data.metrics["train_acc"] >= 0.99 for r in children)
+    assert kept >= 4 and f"({kept} of 24 trials modelled" in proc.stdout, (kept, proc.stdout[-2000:])
 
 
 def test_seeds_cpu_repeats_bit_identically_in_separate_trials(tmp_path: Path) -> None:
     """2 seeds x 2 thread counts x deterministic on/off, each cell measured twice (16 Sobol points)."""
-    sweep = run_cli(TRAIN_APP, tmp_path, "+experiment=seeds/cpu", "epochs=2",
+    command = documented("python experiments/train.py --multirun +experiment=seeds/cpu")
+    sweep = run_documented_sweep(command, tmp_path, "epochs=2",
                     "hydra.sweeper.params={env.seed:'range(0, 2)'}",  # merged: the two choices stay
                     "hydra.sweeper.num_trials=16", "hydra.sweeper.n_initial=16", "hydra.sweeper.batch_size=16")
     children = _finished(sweep, "seeds-cpu", 16)
@@ -98,10 +114,14 @@ def test_seeds_cpu_repeats_bit_identically_in_separate_trials(tmp_path: Path) ->
                 assert a.data.metrics[key] == b.data.metrics[key], (seed, threads, key)
     by_seed = {seed: cells[(seed, "1", "True")][0].data.metrics["train_loss"] for seed in ("0", "1")}
     assert by_seed["0"] != by_seed["1"]  # a different seed is a different measurement
+    analyse(documented("sweeper report --experiment seeds-cpu"), tmp_path)
+    report = (tmp_path / "report-seeds-cpu" / "report.md").read_text()
+    assert "CV*" in report and "Wilcoxon" in report, report[:3000]
 
 
 def test_budget_cpu_reports_one_expected_max_curve_per_family(tmp_path: Path) -> None:
-    sweep = run_cli(TRAIN_APP, tmp_path, "+experiment=budget/cpu", "epochs=2", "hydra.sweeper.num_trials=8")
+    command = documented("python experiments/train.py --multirun +experiment=budget/cpu")
+    sweep = run_documented_sweep(command, tmp_path, "epochs=2", "hydra.sweeper.num_trials=8")
     children = _finished(sweep, "budget-cpu", 8)
     assert {r.data.tags["sweeper.phase"] for r in children} == {"random"}
     assert {r.data.params["model"] for r in children} == {"logreg", "mlp"}
@@ -109,10 +129,6 @@ def test_budget_cpu_reports_one_expected_max_curve_per_family(tmp_path: Path) ->
         assert r.data.params["optimizer.name"] in ("sgd", "adam")
         assert 16 <= int(r.data.params["batch_size"]) <= 256
         assert all(_history(sweep, r, key) == [0, 1] for key in PER_EPOCH)
-    out = tmp_path / "report"
-    proc = subprocess.run([sys.executable, "-m", "sweeper.cli", "report", "--experiment", "budget-cpu",
-                           "--tracking-uri", sweep.tracking_uri, "--group-by", "model", "--out", str(out)],
-                          cwd=REPO, capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    report = (out / "report.md").read_text()
+    analyse(documented("sweeper report --experiment budget-cpu --group-by model"), tmp_path)
+    report = (tmp_path / "report-budget-cpu" / "report.md").read_text()
     assert "model=logreg" in report and "model=mlp" in report

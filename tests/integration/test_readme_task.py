@@ -8,16 +8,13 @@ by changing the numbers of trials the commands and YAML give (32, 64) to 6.
 
 from __future__ import annotations
 
-import os
 import re
-import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
+from tests.documented import block_commands, documented, run_documented
 
 pytestmark = pytest.mark.integration
 
@@ -35,11 +32,6 @@ def fenced(section: str, language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", section, re.S)
 
 
-def commands(block: str) -> list[str]:
-    """The block's shell commands, continuation lines joined."""
-    return [c.strip() for c in block.replace("\\\n", " ").splitlines() if c.strip() and not c.startswith("#")]
-
-
 def test_the_readmes_own_task_and_commands_run_as_written(tmp_path: Path) -> None:
     section = readme_section()
     task, yaml_text, shell = (fenced(section, language)[0] for language in ("python", "yaml", "bash"))
@@ -50,15 +42,14 @@ def test_the_readmes_own_task_and_commands_run_as_written(tmp_path: Path) -> Non
     (tmp_path / "experiments" / "my_task.py").write_text(task.replace("        ...\n", LOOP_BODY))
     (tmp_path / "conf" / "my_task.yaml").write_text(yaml_text.replace("num_trials: 32", "num_trials: 6"))
     # `sweeper_defaults` (the ray: and mlflow: blocks) comes with the installed plugin: nothing else is copied.
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    env.pop("HYDRA_FULL_ERROR", None)
-    runs = commands(shell)
-    assert len(runs) == 2 and all(c.startswith("python experiments/my_task.py --multirun") for c in runs), runs
+    runs = [c.text for c in block_commands(shell)]
+    assert runs == [documented("python experiments/my_task.py --multirun hydra/sweeper=multiverse"),
+                    documented("python experiments/my_task.py --multirun hydra/sweeper=multiverse "
+                               "'lr=tag(log, interval(1e-5, 1e-1))' epochs=20 hydra.sweeper.num_trials=64")]
     for i, command in enumerate(runs):
-        argv = shlex.split(command.replace("num_trials=64", "num_trials=6"))
-        argv = [sys.executable, *argv[1:], "hydra.sweeper.n_initial=3", "hydra.sweeper.batch_size=3",
-                f"hydra.sweep.dir=multirun-{i}"]
-        proc = subprocess.run(argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+        small = command.replace("num_trials=64", "num_trials=6")
+        proc = run_documented(f"{small} hydra.sweeper.n_initial=3 hydra.sweeper.batch_size=3 "
+                              f"hydra.sweep.dir=multirun-{i}", tmp_path, timeout=300)
         output = proc.stdout + proc.stderr
         assert proc.returncode == 0, f"{command}\n{output[-4000:]}"
         assert "Finished 6 trials (0 failed)" in output, output[-4000:]
@@ -78,3 +69,17 @@ def test_the_readmes_own_task_and_commands_run_as_written(tmp_path: Path) -> Non
         trials = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == sweep]
         assert len(trials) == 6 and all("val_acc" in r.data.metrics for r in trials)
         assert all(low <= float(r.data.params["lr"]) <= high for r in trials), [r.data.params["lr"] for r in trials]
+
+    # The README's report and multiverse commands on this sweep, as written (the first sweep's run id filled in).
+    report = documented('sweeper report --experiment my-task --tracking-uri sqlite:///mlruns.db --run <parent run id> '
+                        '--metric val_acc --group-by optimizer --filter "train_acc >= 0.99" --out report-my-task')
+    proc = run_documented(report.replace("<parent run id>", sweeps[0]), tmp_path, timeout=300)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    text = (tmp_path / "report-my-task" / "report.md").read_text()
+    assert "optimizer=sgd" in text and "6 trials" in text, text[:3000]
+    multiverse = documented('sweeper multiverse --experiment my-task --filter "train_acc >= 0.99" --kernel rbf-ard '
+                            '--others marginal')
+    proc = run_documented(multiverse, tmp_path, timeout=300)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    maps = list((tmp_path / "multiverse-my-task-rbf-ard").glob("map_*.csv"))
+    assert maps, sorted(p.name for p in tmp_path.iterdir())

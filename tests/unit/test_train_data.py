@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pickle
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -11,6 +13,7 @@ import pytest
 import torch
 
 from tests.conftest import REPO
+from tests.documented import documented
 
 sys.path.insert(0, str(REPO / "experiments"))  # experiments/ is not a package: import its vision/ directly
 
@@ -148,6 +151,10 @@ def test_a_partial_cifar_lists_the_missing_files(tmp_path: Path) -> None:
         load_dataset("cifar10", str(tmp_path), verify_md5=False)
 
 
+def _tree(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*"))
+
+
 def test_tiny_imagenet_needs_its_val_split_in_class_folders(tmp_path: Path) -> None:
     from PIL import Image
 
@@ -166,7 +173,14 @@ def test_tiny_imagenet_needs_its_val_split_in_class_folders(tmp_path: Path) -> N
 
     with pytest.raises(DatasetNotFoundError, match=r"validation split is not organised by class.*val_annotations.txt"):
         load_dataset("tiny_imagenet", str(tmp_path))
+    # The README's shell command does what the function does (on a copy).
+    by_shell = tmp_path / "by-shell"
+    shutil.copytree(base, by_shell / "tiny-imagenet-200")
+    command = documented('cd <data.root>/tiny-imagenet-200/val && while read -r f c _; do mkdir -p "$c" && '
+                         'mv "images/$f" "$c/"; done < val_annotations.txt && rmdir images')
+    subprocess.run(["bash", "-c", command.replace("<data.root>", str(by_shell))], check=True)
     assert reorganise_tiny_imagenet_val(tmp_path) == 4
+    assert _tree(by_shell / "tiny-imagenet-200") == _tree(base)
     data = load_dataset("tiny_imagenet", str(tmp_path))
     assert (data.num_classes, data.channels, data.image_size) == (2, 3, 64)
     assert len(data.train) == 6 and len(data.test) == 4  # type: ignore[arg-type]
