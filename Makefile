@@ -31,7 +31,9 @@ define run_pytest
 	if [ $$rc -eq 5 ]; then echo "pytest collected no test for: $(1)"; exit 1; fi; exit $$rc
 endef
 
+# The layers' import contracts first ([tool.importlinter] in pyproject.toml), then the unit tests.
 test-unit: $(STAMP)
+	$(BIN)/lint-imports --no-cache
 	@$(call run_pytest,-m "not integration" -q)
 
 # PostgreSQL and Chromium for the cluster tests, from apt when absent (scripts/install-test-services.sh).

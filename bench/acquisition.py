@@ -1,7 +1,7 @@
 """Acquisition latency: GP fit and IVR picks of the sweeper against Emukit's IVR and BoTorch's qNIPV.
 
 Why: the searcher runs in Tune's driver loop, so every suggestion's latency delays the
-whole sweep; and the vectorised greedy IVR of :mod:`sweeper.acquisition` should choose what
+whole sweep; and the vectorised greedy IVR of :mod:`sweeper.search.acquisition` should choose what
 Emukit's ``IntegratedVarianceReduction`` chooses, only faster.
 
 What, for every ``n`` (observations) and ``d`` (dimensions):
@@ -13,7 +13,7 @@ What, for every ``n`` (observations) and ``d`` (dimensions):
   refinement on all up to n = 1000; see bench/scale.py), and for ``n <= --exact-fit-max-n``
   the exact ``fit_gp`` on all points too, timed apart; and the **warm refit** a sweep's
   searcher makes at ``n``: the same call started from its fit one batch earlier
-  (``init=``, ``WARM_RESTARTS`` starts; sweeper.policy); every method below uses the
+  (``init=``, ``WARM_RESTARTS`` starts; sweeper.search.policy); every method below uses the
   searcher's fitted hyperparameters;
 - **ours 1 / ours 32**: ``select_ivr_batch(gp, X_cond=X, X_cand=cand, X_mc=mc, q=1 | 32)``;
 - **emukit 1**: a GPy ``GPRegression`` with the *same* fitted hyperparameters (standardised
@@ -64,10 +64,10 @@ import scipy.linalg
 from numpy.typing import NDArray
 
 from bench.report import fmt, markdown_table, median, write_results
-from sweeper.policy import WARM_RESTARTS, single_threaded_blas
-from sweeper.acquisition import integrated_variance_reduction, select_ivr_batch
-from sweeper.design import sobol_design
-from sweeper.gp import GPY_JITTER, GPFit, cholesky_with_jitter, fit_gp
+from sweeper.search.acquisition import integrated_variance_reduction, select_ivr_batch
+from sweeper.search.design import sobol_design
+from sweeper.search.gp import GPY_JITTER, GPFit, cholesky_with_jitter, fit_gp
+from sweeper.search.policy import WARM_RESTARTS, single_threaded_blas
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -24,7 +24,7 @@ What:
   command (interpreter start, imports, loading, GP surrogate, figures, files, logging
   every file to MLflow as an artifact), median of ``--report-repeats``; and once more with
   ``--bounds 0 1`` (the synthetic score lies in [0, 1]): the bounded model, whose surrogate
-  averages slice-sampled hyperparameters (:mod:`sweeper.hyperposterior`, issue 15).
+  averages slice-sampled hyperparameters (:mod:`sweeper.search.hyperposterior`, issue 15).
 
     python -m bench analysis_speed                 # N = 10^6, 10,000 trials (~10 min with the store)
     python -m bench analysis_speed --smoke         # N = 10^5, 500 trials (about 2 minutes)

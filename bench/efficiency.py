@@ -15,7 +15,7 @@ Functions (all on the unit cube, deterministic):
 Strategies, each run once per (function, seed) up to the largest n (every n of the table
 is a prefix of that run: each strategy picks its points one after another):
 
-- ``ours``: :class:`sweeper.policy.MultiversePolicy`, ``strategy=ivr``, driven as the Tune
+- ``ours``: :class:`sweeper.search.policy.MultiversePolicy`, ``strategy=ivr``, driven as the Tune
   searcher drives it (ask, evaluate, tell; one trial at a time), with its defaults:
   ``n_initial=8`` Sobol points, then greedy IVR batches of ``batch_size=8`` over 2048
   Sobol candidates and 1024 integration points; the rest of a batch is re-planned (GP refitted,
@@ -46,7 +46,7 @@ Hartmann-6's figures ten times smaller; the issue's quoted numbers match the sd.
 kept in the JSON. Two tables per run:
 
 - **same surrogate**: every strategy's first n points scored by one model,
-  ``sweeper.gp.fit_gp`` (Matern-5/2 ARD, 3 restarts, seed 0) with no output or input
+  ``sweeper.search.gp.fit_gp`` (Matern-5/2 ARD, 3 restarts, seed 0) with no output or input
   transform: only the choice of points differs;
 - **own model**: each tool's own map where it has one: Emukit's GPy model, BoTorch's
   ``SingleTaskGP`` posterior mean, ours the model the policy fits; ``sobol`` / ``random`` / ``ucb`` have none of their
@@ -88,7 +88,7 @@ FUNCTIONS = ("svc", "branin", "hartmann6")
 STRATEGIES = ("ours", "ours-b1", "ucb", "sobol", "random", "emukit", "botorch")
 N_DEFAULT = (10, 20, 30, 50, 100)
 #: A trial's simulated duration for the policy's clock: a minute, a short training run. The
-#: policy re-plans a batch only when its refit is short next to the trials (sweeper.policy.REPLAN_SHARE).
+#: policy re-plans a batch only when its refit is short next to the trials (sweeper.search.policy.REPLAN_SHARE).
 TRIAL_SECONDS = 60.0
 #: Extra n scored for the trials-to-reach-Sobol figure (same-surrogate table only).
 N_REACH = (15, 25, 35, 40, 45)
@@ -256,7 +256,7 @@ def objective(name: str) -> tuple[Callable[[NDArray[np.float64]], NDArray[np.flo
 def test_set(name: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The fixed dense points the map is scored on, and the ground truth there."""
     from bench import svc_grid
-    from sweeper.design import sobol_design
+    from sweeper.search.design import sobol_design
 
     if name == "svc":
         return svc_grid.grid_points()
@@ -322,7 +322,7 @@ def one_run(function: str, strategy: str, seed: int, ns: list[int],
 
 def shared_surrogate_mean(X: NDArray[np.float64], y: NDArray[np.float64], X_test: NDArray[np.float64]) -> NDArray[np.float64]:
     """The yardstick: plain ``fit_gp`` (Matern-5/2 ARD, 3 restarts, seed 0), posterior mean."""
-    from sweeper.gp import fit_gp
+    from sweeper.search.gp import fit_gp
 
     return fit_gp(X, y, seed=0, n_restarts=3).predict(X_test)[0]
 
@@ -331,16 +331,16 @@ def policy_model_mean(X: NDArray[np.float64], y: NDArray[np.float64], X_test: ND
                       bounds: list[float] | None = None) -> NDArray[np.float64]:
     """Ours' own map, the model the policy fits (its fit_gp settings, the seed of the yardstick): without
     bounds the plain fit's posterior mean (the yardstick itself); with the map's declared bounds the fit
-    with its output warp learned (:func:`sweeper.bounded.fit_bounded_gp`), the one that tags its points.
+    with its output warp learned (:func:`sweeper.search.bounded.fit_bounded_gp`), the one that tags its points.
 
     (``sweeper multiverse`` averages that model over its hyperparameters' posterior draws,
-    :func:`sweeper.hyperposterior.fit_posterior`, for bands that hold; its mean is scored in bench/README.md
+    :func:`sweeper.search.hyperposterior.fit_posterior`, for bands that hold; its mean is scored in bench/README.md
     §6, and at n = 10 it is the worse map: 0.78 against this fit's 0.59.)
     """
     if bounds is None:
         return shared_surrogate_mean(X, y, X_test)
-    from sweeper.bounded import fit_bounded_gp
-    from sweeper.warping import MetricBounds
+    from sweeper.search.bounded import fit_bounded_gp
+    from sweeper.search.warping import MetricBounds
 
     return fit_bounded_gp(X, y, MetricBounds.parse(bounds), seed=0, n_restarts=3).predict(X_test)[0]
 
@@ -348,11 +348,11 @@ def policy_model_mean(X: NDArray[np.float64], y: NDArray[np.float64], X_test: ND
 def policy_points(strategy: str, d: int, seed: int, n: int, f: Callable[..., Any],
                   overrides: dict[str, Any] | None = None) -> NDArray[np.float64]:
     """Drive :class:`MultiversePolicy` as the Tune searcher does with one worker: ask, evaluate, tell."""
-    from sweeper.policy import MultiversePolicy, PolicySettings
-    from sweeper.space import SearchSpace
+    from sweeper.search.grammar import parse_specs
+    from sweeper.search.policy import MultiversePolicy, PolicySettings
 
     name, batch = POLICY_STRATEGIES[strategy]
-    space = SearchSpace.from_specs({f"x{i}": "interval(0, 1)" for i in range(d)})
+    space = parse_specs({f"x{i}": "interval(0, 1)" for i in range(d)})
     elapsed = [0.0]  # simulated seconds: each trial takes TRIAL_SECONDS (the policy re-plans by time)
     policy = MultiversePolicy(space, PolicySettings(**{**(overrides or {}), "strategy": name, "num_trials": n,
                                                       "n_initial": N_INITIAL, "batch_size": batch, "seed": seed}),
@@ -368,13 +368,13 @@ def policy_points(strategy: str, d: int, seed: int, n: int, f: Callable[..., Any
 
 def initial_design(d: int, seed: int, n: int) -> NDArray[np.float64]:
     """The 8 Sobol points every model-based strategy starts from (the policy's own, for this seed)."""
-    from sweeper.design import sobol_design
+    from sweeper.search.design import sobol_design
 
     return sobol_design(n, d, seed)[:N_INITIAL]
 
 
 def integration_points(d: int, seed: int) -> NDArray[np.float64]:
-    from sweeper.design import sobol_design
+    from sweeper.search.design import sobol_design
 
     return sobol_design(N_INTEGRATION, d, seed=[seed, 99])
 

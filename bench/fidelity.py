@@ -156,7 +156,7 @@ def score(name: str, report_dir: Path, multiverse_dir: Path) -> dict[str, Any]:
 
 def _point(space: Any, row: dict[str, Any]) -> dict[str, Any]:
     """A map CSV row as a point of the space (the facet's categories, the two dims; others at their centre)."""
-    from sweeper.space import ChoiceDim, IntDim
+    from sweeper.search.space import ChoiceDim, IntDim
 
     point = {dim.name: dim.from_unit(0.5) for dim in space.dims}
     facet = row.get("facet")

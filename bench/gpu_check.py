@@ -23,7 +23,7 @@ autotuner caches its choices per process), repo root and ``experiments/`` on ``P
    flags torch holds beside it, the float32 error of a matmul and a convolution against
    float64 (what precision is really in force), whether a CUDA op without a deterministic
    kernel raises, ``device=auto``/``cuda`` with ``CUDA_VISIBLE_DEVICES=""``, and
-   ``sweeper.conditions.capture_conditions()`` (GPU name, driver, memory, CUDA, cuDNN).
+   ``sweeper.record.conditions.capture_conditions()`` (GPU name, driver, memory, CUDA, cuDNN).
 2. ``models``: one epoch of every model of ``experiments/vision`` through
    ``vision.train`` on CUDA, deterministic with and without AMP and fast with AMP, with
    augmentation: which ops raise under deterministic algorithms, and AMP's numbers.
@@ -206,8 +206,8 @@ def job_environment(p: dict[str, Any]) -> dict[str, Any]:
     """apply_environment in one process, one setting after another, as a reused worker would."""
     import torch
 
-    from sweeper.conditions import capture_conditions
     from sweeper.environment import EnvironmentSettingError, apply_environment
+    from sweeper.record.conditions import capture_conditions
 
     out: dict[str, Any] = {"CUDA_VISIBLE_DEVICES": os.environ.get("CUDA_VISIBLE_DEVICES", "unset"), "settings": []}
     for label, env in p["settings"]:
@@ -349,8 +349,8 @@ def job_ray(p: dict[str, Any]) -> dict[str, Any]:
         import torch
         from vision import OptimizerSpec, build_model, train
 
-        from sweeper.conditions import capture_conditions
         from sweeper.environment import apply_environment
+        from sweeper.record.conditions import capture_conditions
 
         env = apply_environment({"device": "auto", "seed": int(config["i"])})
         cond = capture_conditions()

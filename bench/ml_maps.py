@@ -49,7 +49,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from sweeper.space import ChoiceDim, FloatDim, SearchSpace
+from sweeper.search.grammar import parse_specs
+from sweeper.search.space import FloatDim, SearchSpace
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
 GRID_SIZE = 40
@@ -124,7 +125,7 @@ class MLMap:
 
     @property
     def space(self) -> SearchSpace:
-        return SearchSpace.from_specs(self.specs)
+        return parse_specs(self.specs)
 
     @property
     def path(self) -> Path:
@@ -200,7 +201,7 @@ def truth_at(name: str, U: ArrayLike) -> NDArray[np.float64]:
 def true_curve(name: str, n_max: int = 32, draws: int = TRUTH_DRAWS, seed: int = 0) -> NDArray[np.float64]:
     """Expected best score of ``n = 1..n_max`` random-search trials, under the sweeper's uniform draw."""
     from sweeper.analysis.expected_max import expected_max
-    from sweeper.design import random_design
+    from sweeper.search.design import random_design
 
     U = random_design(draws, MAPS[name].space.d, [seed, 99])
     return expected_max(truth_at(name, U), n_max=n_max).mean

@@ -159,7 +159,7 @@ def mlflow_alone(n_runs: int, tmp: Path, payload: dict[str, int]) -> dict[str, A
     whatever the number of workers. ``payload`` gives the numbers of params, tags and metrics of a real trial run: params
     and ten tags go in with the run's creation, the metrics and the other tags at its end.
     """
-    from sweeper.tracking import MLflowTracker
+    from sweeper.record.tracking import MLflowTracker
 
     tracker = MLflowTracker(f"sqlite:///{tmp / 'mlruns.db'}", "bench-mlflow")
     parent = tracker.start_run("sweep", params={"strategy": "sobol"}, tags={"role": "sweep"})
@@ -202,10 +202,10 @@ def searcher_time(n: int, concurrency: int) -> dict[str, Any]:
     separately by wrapping the functions the policy calls. GPy is imported before timing
     (the real driver pays that once, at its first GP ask).
     """
-    import sweeper.policy as policy_module
-    from sweeper.gp import fit_gp
-    from sweeper.policy import MultiversePolicy, PolicySettings
-    from sweeper.space import SearchSpace
+    import sweeper.search.policy as policy_module
+    from sweeper.search.gp import fit_gp
+    from sweeper.search.grammar import parse_specs
+    from sweeper.search.policy import MultiversePolicy, PolicySettings
 
     fit_gp([[0.0], [1.0]], [0.0, 1.0], seed=0, n_restarts=1)  # import GPy, untimed
     # The policy's GP fits, its batches and its Sobol designs.
@@ -224,7 +224,7 @@ def searcher_time(n: int, concurrency: int) -> dict[str, Any]:
     for name, fn in originals.items():
         setattr(policy_module, name, timed(name, fn))
     try:
-        policy = MultiversePolicy(SearchSpace.from_specs(SPACE),
+        policy = MultiversePolicy(parse_specs(SPACE),
                                   PolicySettings(strategy="ivr", num_trials=n, n_initial=8, batch_size=8, seed=0))
         asks: list[float] = []
 
@@ -254,19 +254,19 @@ def searcher_time(n: int, concurrency: int) -> dict[str, Any]:
 # ---------------------------------------------------------------------- per-trial profile
 #: (label, file suffix, function) of the parts of one trial, by cumulative time.
 PROFILE_GROUPS = [
-    ("whole trial (run_trial)", "sweeper/trial.py", "run_trial"),
-    ("split composition (TrialComposer.split: task copy + overrides)", "sweeper/compose.py", "split"),
-    ("full composition (TrialComposer.compose; only without the split)", "sweeper/compose.py", "compose"),
+    ("whole trial (run_trial)", "sweeper/run/trial.py", "run_trial"),
+    ("split composition (TrialComposer.split: task copy + overrides)", "sweeper/run/compose.py", "split"),
+    ("full composition (TrialComposer.compose; only without the split)", "sweeper/run/compose.py", "compose"),
     ("  of which Hydra's full composition (load_sweep_config)", "config_loader_impl.py", "load_sweep_config"),
-    ("the job (sweeper.job.run_split_job, incl. the task)", "sweeper/job.py", "run_split_job"),
-    ("  of which writing .hydra/*.yaml", "sweeper/job.py", "_save_configs"),
+    ("the job (sweeper.run.job.run_split_job, incl. the task)", "sweeper/run/job.py", "run_split_job"),
+    ("  of which writing .hydra/*.yaml", "sweeper/run/job.py", "_save_configs"),
     ("Hydra run_job (only without the split)", "hydra/core/utils.py", "run_job"),
     ("  of which saving .hydra/*.yaml (_save_config)", "hydra/core/utils.py", "_save_config"),
     ("configure_log (Hydra's job logging, per job)", "hydra/core/utils.py", "configure_log"),
     ("the task itself", "apps/trivial.py", "main"),
-    ("capture_conditions", "sweeper/conditions.py", "capture_conditions"),
+    ("capture_conditions", "sweeper/record/conditions.py", "capture_conditions"),
     ("  of which threadpoolctl scanning the loaded libraries", "threadpoolctl.py", "_load_libraries"),
-    ("_flat_task_config", "sweeper/trial.py", "_flat_task_config"),
+    ("_flat_task_config", "sweeper/run/trial.py", "_flat_task_config"),
     ("across the above: HydraConfig.set_config (copies the config)", "hydra/core/hydra_config.py", "set_config"),
     ("across the above: DictConfig.__deepcopy__", "omegaconf/dictconfig.py", "__deepcopy__"),
 ]
@@ -286,7 +286,7 @@ def profile_trial(n: int) -> dict[str, Any]:
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import HydraContext, RunMode
 
-    from sweeper.trial import run_trial
+    from sweeper.run.trial import run_trial
 
     sys.path.insert(0, str(APPS))
     import trivial  # bench/apps/trivial.py
@@ -344,8 +344,8 @@ def _trial_context(hydra_context: Any, cfg: Any, task: Any) -> Any:
     from hydra.core.singleton import Singleton
     from omegaconf import OmegaConf
 
-    from sweeper.hydra_sweeper import SweeperImpl
-    from sweeper.trial import TrialContext
+    from sweeper.run.hydra_sweeper import SweeperImpl
+    from sweeper.run.trial import TrialContext
 
     impl = SweeperImpl(**OmegaConf.to_container(cfg.hydra.sweeper, resolve=True))  # type: ignore[arg-type]
     impl.setup(hydra_context=hydra_context, task_function=task, config=cfg)
@@ -353,7 +353,7 @@ def _trial_context(hydra_context: Any, cfg: Any, task: Any) -> Any:
     fields = {f.name for f in dataclasses.fields(TrialContext)}
     kwargs = {"hydra_context": hydra_context, "task_function": task, "singleton_state": Singleton.get_state(),
               "space": space, "metric": impl.metric, "code_dir": str(APPS), "master_config": cfg}
-    if "composer" in fields:  # composition strategy decided in the driver (sweeper.compose)
+    if "composer" in fields:  # composition strategy decided in the driver (sweeper.run.compose)
         kwargs["composer"] = impl._composer(space)
     return TrialContext(**{k: v for k, v in kwargs.items() if k in fields})
 

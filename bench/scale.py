@@ -39,10 +39,10 @@ from numpy.typing import NDArray
 
 from bench.functions import branin, hartmann6
 from bench.report import fmt, markdown_table, median, write_results
-from sweeper.acquisition import select_ivr_batch
-from sweeper.design import sobol_design
-from sweeper.gp import GPFit, fit_gp
-from sweeper.policy import single_threaded_blas
+from sweeper.search.acquisition import select_ivr_batch
+from sweeper.search.design import sobol_design
+from sweeper.search.gp import GPFit, fit_gp
+from sweeper.search.policy import single_threaded_blas
 
 FUNCTIONS: dict[str, tuple[Callable[[NDArray[np.float64]], NDArray[np.float64]], int]] = {
     "branin": (branin, 2),

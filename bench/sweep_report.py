@@ -47,8 +47,8 @@ def write_synthetic_sweep(tracking_uri: str, experiment: str, n_trials: int, *, 
     """
     from mlflow.tracking import MlflowClient
 
-    from sweeper.space import SearchSpace
-    from sweeper.tracking import MLflowTracker
+    from sweeper.record.tracking import MLflowTracker
+    from sweeper.search.space import SearchSpace
 
     rng = np.random.default_rng(seed)
     if tracking_uri.startswith("sqlite:///"):

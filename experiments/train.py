@@ -41,10 +41,10 @@ import hydra
 import torch
 from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
+from vision import ImageData, OptimizerSpec, build_model, count_parameters, load_dataset, train
 
 from sweeper import log_metrics
 from sweeper.environment import apply_environment
-from vision import ImageData, OptimizerSpec, build_model, count_parameters, load_dataset, train
 
 log = logging.getLogger(__name__)
 TASKS = ("train", "optimizer_gap")

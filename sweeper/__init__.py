@@ -8,13 +8,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from sweeper.errors import MissingDependencyError, SweeperConfigError, TrialFailuresExceeded
-from sweeper.metrics import log_metrics
+from sweeper.record.metrics import log_metrics
 
 if TYPE_CHECKING:
     from sweeper.environment import apply_environment
-    from sweeper.policy import MultiversePolicy, PolicySettings, Suggestion
-    from sweeper.searcher import MultiverseSearch
-    from sweeper.space import SearchSpace
+    from sweeper.run.searcher import MultiverseSearch
+    from sweeper.search.policy import MultiversePolicy, PolicySettings, Suggestion
+    from sweeper.search.space import SearchSpace
 
 __version__ = "0.1.0"
 
@@ -32,11 +32,11 @@ __all__ = [
 ]
 
 _LAZY = {
-    "MultiverseSearch": "sweeper.searcher",
-    "MultiversePolicy": "sweeper.policy",
-    "PolicySettings": "sweeper.policy",
-    "Suggestion": "sweeper.policy",
-    "SearchSpace": "sweeper.space",
+    "MultiverseSearch": "sweeper.run.searcher",
+    "MultiversePolicy": "sweeper.search.policy",
+    "PolicySettings": "sweeper.search.policy",
+    "Suggestion": "sweeper.search.policy",
+    "SearchSpace": "sweeper.search.space",
     "apply_environment": "sweeper.environment",
 }
 

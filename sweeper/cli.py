@@ -68,7 +68,7 @@ def _store_problem(uri: str | None) -> str | None:
     """What is wrong with a --tracking-uri to read from (a bad form, or a SQLite file that is not there)."""
     if uri is None:
         return None
-    from sweeper.tracking import absolute_tracking_uri, tracking_uri_problem
+    from sweeper.record.tracking import absolute_tracking_uri, tracking_uri_problem
 
     problem = tracking_uri_problem(uri)
     if problem:
@@ -89,7 +89,7 @@ def _resume(ref: str, tracking_uri: str) -> int:
     from pathlib import Path
 
     from sweeper.errors import SweeperConfigError
-    from sweeper.resume import SweepManifest, find_sweep_dir
+    from sweeper.run.resume import SweepManifest, find_sweep_dir
 
     problem = None if Path(ref).expanduser().is_dir() else _store_problem(tracking_uri)
     if problem and ref.isalnum():  # a run id, to be looked up in a store that is not there
@@ -110,8 +110,8 @@ def _resume(ref: str, tracking_uri: str) -> int:
 def _sync(sweep_dir: str) -> int:
     from pathlib import Path
 
-    from sweeper.spool import SPOOL_FILE, read_spool, sync
-    from sweeper.tracking import MLflowTracker
+    from sweeper.record.spool import SPOOL_FILE, read_spool, sync
+    from sweeper.record.tracking import MLflowTracker
 
     path = Path(sweep_dir) / SPOOL_FILE
     if not path.is_file():
@@ -145,7 +145,7 @@ def _add_sweep_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
 def _bounds(args: argparse.Namespace) -> Any:
     """``--bounds`` as MetricBounds (None for 'null null'), or the sweep's own when not given."""
     from sweeper.report.build import SWEEP_BOUNDS, ReportError
-    from sweeper.warping import MetricBounds
+    from sweeper.search.warping import MetricBounds
 
     if args.bounds is None:
         return SWEEP_BOUNDS
@@ -198,7 +198,7 @@ def _report(args: argparse.Namespace) -> int:
         print(f"  note: the trials came from {report.strategy!r}, not random search: the empirical expected-max "
               f"curve is biased; see the surrogate-based curve ({report.surrogate_note or 'computed'}).")
     if not args.no_log:
-        from sweeper.tracking import MLflowTracker
+        from sweeper.record.tracking import MLflowTracker
 
         tracker = MLflowTracker(records.tracking_uri, records.experiment)
         written = log_report(report, tracker, records.parent_run_id)
@@ -208,7 +208,7 @@ def _report(args: argparse.Namespace) -> int:
 
 
 def _add_multiverse_parser(sub: Any) -> None:
-    from sweeper.kernels import KERNELS
+    from sweeper.search.kernels import KERNELS
 
     p = sub.add_parser(
         "multiverse", help="map a sweep with its GP: contour maps, Bayes-factor interaction tests, Sobol "
@@ -255,7 +255,7 @@ def _multiverse(args: argparse.Namespace) -> int:
     for row in s["sensitivity"]:
         print(f"  sensitivity {row['name']}: main {row['main']:.3f}, total {row['total']:.3f}")
     if not args.no_log:
-        from sweeper.tracking import MLflowTracker
+        from sweeper.record.tracking import MLflowTracker
 
         tracker = MLflowTracker(records.tracking_uri, records.experiment)
         written = log_multiverse(report, tracker, records.parent_run_id)
@@ -265,12 +265,10 @@ def _multiverse(args: argparse.Namespace) -> int:
 
 
 def _trials(experiment: str, tracking_uri: str, run_id: str | None) -> int:
-    from sweeper.tracking import MLflowTracker, absolute_tracking_uri
+    from sweeper.record.tracking import MLflowTracker, absolute_tracking_uri, read_client
 
     uri = absolute_tracking_uri(tracking_uri)
-    from mlflow.tracking import MlflowClient
-
-    exp = MlflowClient(uri).get_experiment_by_name(experiment)
+    exp = read_client(uri).get_experiment_by_name(experiment)
     if exp is None:
         print(f"sweeper: no experiment {experiment!r} at {uri}. Check --experiment and --tracking-uri.",
               file=sys.stderr)

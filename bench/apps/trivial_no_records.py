@@ -2,7 +2,7 @@
 
 Not a mode of the sweeper (its records are the point of it): the overhead benchmark runs
 this beside the real thing to say how much of a trial's orchestration cost is MLflow's
-writes. The writer (``sweeper.spool.DurableWriter``, here as a thread of the driver rather
+writes. The writer (``sweeper.record.spool.DurableWriter``, here as a thread of the driver rather
 than the child process the sweeper uses, so that the patch below applies) still receives
 every write, in order, from the same Tune callbacks; instead of sending it to MLflow it
 notes when a trial's run would have been created and closed, into ``$BENCH_SPANS_OUT`` as JSON
@@ -23,8 +23,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import sweeper.spool as spool
-import sweeper.tune_run as tune_run
+import sweeper.record.spool as spool
+import sweeper.run.tune_run as tune_run
 
 _SPANS: dict[str, list[float | None]] = {}
 

@@ -1,4 +1,4 @@
-"""The Sweeper class Hydra discovers; the work happens in :mod:`sweeper.hydra_sweeper`."""
+"""The Sweeper class Hydra discovers; the work happens in :mod:`sweeper.run.hydra_sweeper`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ class MultiverseSweeper(Sweeper):
 
     def __init__(self, **settings: Any) -> None:
         # Imported here, not at module level: Hydra imports this module on every start.
-        from sweeper.hydra_sweeper import SweeperImpl
+        from sweeper.run.hydra_sweeper import SweeperImpl
 
         self._impl = SweeperImpl(**settings)
 

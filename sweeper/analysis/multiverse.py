@@ -1,7 +1,7 @@
 """The multiverse analysis (Bell et al. 2022): a GP over the decision space, and what it says.
 
-Given a sweep's finished trials (points in its :class:`~sweeper.space.SearchSpace` and
-their scores), this module fits the coregionalized GP of :mod:`sweeper.gp` and derives:
+Given a sweep's finished trials (points in its :class:`~sweeper.search.space.SearchSpace` and
+their scores), this module fits the coregionalized GP of :mod:`sweeper.search.gp` and derives:
 
 * **maps**: the posterior mean and sd over a pair of continuous dims, one facet per
   combination of categories, the other continuous dims at the centre of their range or
@@ -16,7 +16,7 @@ Everything is computed on the unit cube of the space; axes are mapped back to or
 units (log axes where the dimension is log-scaled) only for display. Integer and grid dims
 are predicted at the values a trial would run at (a step at each value), not between them.
 
-The GP is the analysis model of :func:`sweeper.hyperposterior.fit_posterior`: for a metric
+The GP is the analysis model of :func:`sweeper.search.hyperposterior.fit_posterior`: for a metric
 with declared bounds, a mixture over posterior draws of the hyperparameters that models the
 metric warped so its maps stay inside the bounds; without bounds, the single fit. A map's ``mean`` and ``sd`` are of the metric a new trial at that
 point would return (the GP's uncertainty plus its noise, which on a real map stands for the
@@ -39,11 +39,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from sweeper.analysis.sensitivity import SobolIndices, sobol_indices
-from sweeper.design import random_design
-from sweeper.hyperposterior import GPEnsemble, fit_posterior
-from sweeper.interaction import BayesFactor, interaction_bayes_factor
-from sweeper.space import ChoiceDim, FloatDim, GridDim, IntDim, SearchSpace
-from sweeper.warping import MetricBounds
+from sweeper.search.design import random_design
+from sweeper.search.hyperposterior import GPEnsemble, fit_posterior
+from sweeper.search.interaction import BayesFactor, interaction_bayes_factor
+from sweeper.search.space import ChoiceDim, FloatDim, GridDim, IntDim, SearchSpace
+from sweeper.search.warping import MetricBounds
 
 #: Posterior draws the Sobol indices average over (each is evaluated at (d + 2) n_base points per repeat).
 SENSITIVITY_DRAWS = 4
@@ -81,7 +81,7 @@ def fit_multiverse(
     """Fit the sweep's GP: ``X`` in the unit cube of ``space``, one coregionalization factor per choice dim.
 
     ``bounds``: the metric's declared bounds (the GP models it warped inside them); ``kept``:
-    posterior draws of the hyperparameters (default :func:`sweeper.hyperposterior.members_for`;
+    posterior draws of the hyperparameters (default :func:`sweeper.search.hyperposterior.members_for`;
     1 is the maximum-likelihood fit alone).
     """
     X = np.asarray(X, dtype=np.float64)

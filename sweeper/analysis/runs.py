@@ -51,8 +51,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from sweeper.space import SearchSpace
-from sweeper.warping import MetricBounds
+from sweeper.search.grammar import parse_specs
+from sweeper.search.space import SearchSpace
+from sweeper.search.warping import MetricBounds
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -160,10 +161,7 @@ def load_sweep(experiment: str, tracking_uri: str = "sqlite:///mlruns.db", run_i
         SweepNotFoundError: No store at a SQLite path, no such experiment, no sweep in it,
             or ``run_id`` is not a sweep of this experiment.
     """
-    from mlflow.exceptions import MlflowException
-    from mlflow.tracking import MlflowClient
-
-    from sweeper.tracking import absolute_tracking_uri
+    from sweeper.record.tracking import absolute_tracking_uri, get_run, read_client
 
     uri = absolute_tracking_uri(tracking_uri)
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).exists():
@@ -171,7 +169,7 @@ def load_sweep(experiment: str, tracking_uri: str = "sqlite:///mlruns.db", run_i
             f"no MLflow store at {uri}: the file does not exist. Pass --tracking-uri (the sweep's "
             f"mlflow.tracking_uri), e.g. --tracking-uri sqlite:///path/to/mlruns.db"
         )
-    client = MlflowClient(uri)
+    client = read_client(uri)
     exp = client.get_experiment_by_name(experiment)
     if exp is None:
         names = sorted(e.name for e in client.search_experiments(max_results=1000))
@@ -188,9 +186,9 @@ def load_sweep(experiment: str, tracking_uri: str = "sqlite:///mlruns.db", run_i
         parent = sweeps[0]
     else:
         try:
-            parent = client.get_run(run_id)
-        except MlflowException as exc:
-            raise SweepNotFoundError(f"no run {run_id!r} at {uri}: {exc.message}") from None
+            parent = get_run(uri, run_id)
+        except LookupError as exc:
+            raise SweepNotFoundError(f"no run {run_id!r} at {uri}: {exc.__cause__ or exc}") from None
         if parent.info.experiment_id != exp.experiment_id or parent.data.tags.get(ROLE_TAG) != "sweep":
             hint = (f" it is a trial of sweep {parent.data.tags[PARENT_TAG]}" if PARENT_TAG in parent.data.tags
                     else "")
@@ -306,7 +304,7 @@ def _space(client: Any, run_id: str, settings: Mapping[str, str]) -> SearchSpace
     if not specs:
         return None
     try:
-        return SearchSpace.from_specs(specs)
+        return parse_specs(specs)
     except Exception as exc:  # noqa: BLE001 - report without a space rather than not at all
         log.warning("cannot rebuild the search space from the space.* params: %s", exc)
         return None

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from sweeper.design import Seed, as_generator
+from sweeper.search.design import Seed, as_generator
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +218,7 @@ def sobol_indices(
             N`` evaluations of ``f``; the Monte Carlo error shrinks like ``1 / sqrt(N)``.
         repeats: Independent ``(A, B)`` pairs, ``>= 1``; their spread gives ``main_sd``
             and ``total_sd`` (zeros if 1).
-        seed: See :func:`sweeper.design.as_generator`; a ``Generator`` is advanced, not
+        seed: See :func:`sweeper.search.design.as_generator`; a ``Generator`` is advanced, not
             copied. Repeat ``r`` uses the same points whatever ``repeats`` is.
         batch_rows: Most rows passed to ``f`` in one call, ``>= 1``. All repeats are
             stacked and then cut into ``ceil(repeats * (d + 2) * N / batch_rows)`` calls.

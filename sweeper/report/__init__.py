@@ -17,7 +17,7 @@ the sweep's parent run. Usage::
 
     from sweeper.analysis import load_sweep
     from sweeper.report import build_report, log_report
-    from sweeper.tracking import MLflowTracker
+    from sweeper.record.tracking import MLflowTracker
 
     records = load_sweep("svm-breast-cancer", "sqlite:///mlruns.db")
     report = build_report(records, group_by="kernel", out_dir=Path("report-svm"))

@@ -2,7 +2,7 @@
 
 :func:`build_report` needs no MLflow (it takes :class:`~sweeper.analysis.runs.SweepRecords`,
 which a test can build by hand); :func:`log_report` writes the files as artifacts of the
-sweep's parent run through :class:`~sweeper.tracking.MLflowTracker`.
+sweep's parent run through :class:`~sweeper.record.tracking.MLflowTracker`.
 """
 
 from __future__ import annotations
@@ -25,11 +25,11 @@ from sweeper.report.document import Block, Heading, OutputDir, Paragraph, render
 from sweeper.report.filtering import TrialFilter, parse_filter, select_trials
 from sweeper.report.groups import PairedConditions, QRAGroup, paired_conditions, qra_groups
 from sweeper.report.surrogate import SurrogateCurve, SurrogateUnavailable, surrogate_curve, unit_points
-from sweeper.warping import MetricBounds
+from sweeper.search.warping import MetricBounds
 
 if TYPE_CHECKING:
     from sweeper.analysis.runs import SweepRecords
-    from sweeper.tracking import MLflowTracker
+    from sweeper.record.tracking import MLflowTracker
 
 ARTIFACT_DIR = "report"
 #: ``bounds=SWEEP_BOUNDS``: the bounds the sweep declared for its metric (none for another metric).
@@ -122,7 +122,7 @@ def build_report(
         scale_min: Lowest possible score of the metrics, for QRA's CV*.
         bounds: The metric's bounds for the surrogate's GP: ``SWEEP_BOUNDS`` (default) takes
             what the sweep declared (``hydra.sweeper.metric_bounds``) when reporting its own
-            metric; a :class:`~sweeper.warping.MetricBounds` (``--bounds``) or None overrides it.
+            metric; a :class:`~sweeper.search.warping.MetricBounds` (``--bounds``) or None overrides it.
 
     Returns:
         The :class:`Report`.

@@ -23,7 +23,7 @@ A map's CSV has, per grid point: ``facet``, the two dims (the values a trial the
 GP's uncertainty about the latent function alone; see :mod:`sweeper.analysis.multiverse`).
 With the metric's declared bounds (``hydra.sweeper.metric_bounds``, or ``--bounds``) the GP
 models it warped and every mean lies inside them. The leave-one-out check
-(:mod:`sweeper.loo`) goes into ``summary.json``, ``multiverse.md`` next to the maps (with a
+(:mod:`sweeper.search.loo`) goes into ``summary.json``, ``multiverse.md`` next to the maps (with a
 warning in words when it fails) and onto the sweep's run as ``multiverse_<kernel>_loo_*`` metrics.
 
 Artifacts go under ``multiverse/<kernel>/`` on the sweep's parent run, so analyses with
@@ -62,19 +62,18 @@ from sweeper.analysis.multiverse_plots import (
     plot_line_facets,
     plot_sensitivity,
 )
-from sweeper.gp import fit_subset
-from sweeper.interaction import CONCLUSIVE_LOG10
-from sweeper.kernels import KERNELS, category_labels
-from sweeper.loo import LOOCheck, loo_check
 from sweeper.report.build import SWEEP_BOUNDS, ReportError, _finite, log_files, resolve_bounds, trial_points
 from sweeper.report.document import OutputDir
 from sweeper.report.filtering import TrialFilter, parse_filter, select_trials
-
-from sweeper.warping import MetricBounds
+from sweeper.search.gp import fit_subset
+from sweeper.search.interaction import CONCLUSIVE_LOG10
+from sweeper.search.kernels import KERNELS, category_labels
+from sweeper.search.loo import LOOCheck, loo_check
+from sweeper.search.warping import MetricBounds
 
 if TYPE_CHECKING:
     from sweeper.analysis.runs import SweepRecords
-    from sweeper.tracking import MLflowTracker
+    from sweeper.record.tracking import MLflowTracker
 
 MIN_TRIALS = 4
 
@@ -134,7 +133,7 @@ def _excluded_points(space: Any, points: list[dict[str, Any]]) -> np.ndarray:
     return np.array(rows).reshape(-1, space.d)
 
 
-# One BLAS thread for the GP work, as in the searcher (sweeper.policy.single_threaded_blas): threaded
+# One BLAS thread for the GP work, as in the searcher (sweeper.search.policy.single_threaded_blas): threaded
 # OpenBLAS on a busy machine slows small factorisations 5-20x (surrogate fit of a 10,000-trial
 # report at load 8 on 2 cores: 74 s threaded, 3-5 s on one thread).
 @threadpool_limits.wrap(limits=1, user_api="blas")

@@ -15,12 +15,12 @@ import numpy as np
 
 from sweeper.analysis.expected_max import ExpectedMax, expected_max
 from sweeper.analysis.qra import QRA
-from sweeper.gp import describe_hyperparameters
 from sweeper.report.checklist import ChecklistItem
-from sweeper.report.filtering import TrialFilter
 from sweeper.report.document import Block, Bullets, Figure, Heading, OutputDir, Paragraph, cell, table
+from sweeper.report.filtering import TrialFilter
 from sweeper.report.groups import PairedConditions, QRAGroup
 from sweeper.report.surrogate import SurrogateCurve
+from sweeper.search.gp import describe_hyperparameters
 
 if TYPE_CHECKING:
     import pandas as pd

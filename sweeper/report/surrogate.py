@@ -27,14 +27,14 @@ Categorical dimensions are modelled by coregionalization, as in the sweeper's ow
 (the i.i.d. points draw every category with equal probability); the GP is fitted on at most ``max_fit_points`` trials (a seeded
 random subset beyond that), which keeps a 1,000-trial report within seconds.
 
-The GP is the analysis model of :func:`sweeper.hyperposterior.fit_posterior`: with the
-metric's declared bounds it models the warped metric (:mod:`sweeper.warping`), so every
+The GP is the analysis model of :func:`sweeper.search.hyperposterior.fit_posterior`: with the
+metric's declared bounds it models the warped metric (:mod:`sweeper.search.warping`), so every
 sample, and so every point of the curve and its band, lies inside them; and it averages
 over the posterior of its hyperparameters, so the band carries their uncertainty too. Each
 point set draws its samples from its own share of the posterior draws. Measured against the
 true random-search curve of three real maps (``bench/fidelity.py``): the plain fit's curve
 reached 1.013-1.28 on accuracies and its band missed the truth at most budgets; this one
-stays within 0.02 of it. The curve carries the GP's leave-one-out check (:mod:`sweeper.loo`).
+stays within 0.02 of it. The curve carries the GP's leave-one-out check (:mod:`sweeper.search.loo`).
 
 References:
     Dodge, J., Gururangan, S., Card, D., Schwartz, R., & Smith, N. A. (2019). Show Your
@@ -53,10 +53,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from sweeper.analysis.expected_max import SurrogateExpectedMax, surrogate_expected_max
-from sweeper.design import as_generator, random_design
-from sweeper.loo import LOOCheck, loo_check
-from sweeper.space import SearchSpace
-from sweeper.warping import MetricBounds
+from sweeper.search.design import as_generator, random_design
+from sweeper.search.loo import LOOCheck, loo_check
+from sweeper.search.space import SearchSpace
+from sweeper.search.warping import MetricBounds
 
 MIN_FIT_POINTS = 4
 
@@ -78,7 +78,7 @@ class SurrogateCurve:
         n_samples: Posterior samples ``S``.
         n_point_sets: Independent point sets the samples are spread over.
         seed: Seed of the points, the samples and the GP restarts.
-        loo: The leave-one-out check of the GP (:mod:`sweeper.loo`).
+        loo: The leave-one-out check of the GP (:mod:`sweeper.search.loo`).
         bounds: The metric's declared bounds the GP respected, or None.
     """
 
@@ -135,7 +135,7 @@ def surrogate_curve(
         seed: Seeds the GP restarts, the points and the samples.
         max_fit_points: Largest number of trials the GP is fitted on.
         level: Coverage of the band.
-        categories: Categorical columns of ``X`` -> number of choices (see :func:`sweeper.gp.fit_gp`).
+        categories: Categorical columns of ``X`` -> number of choices (see :func:`sweeper.search.gp.fit_gp`).
         bounds: The metric's declared bounds (the GP models it warped, inside them), or None.
 
     Returns:
@@ -147,7 +147,7 @@ def surrogate_curve(
     """
     from threadpoolctl import threadpool_limits
 
-    from sweeper.hyperposterior import fit_posterior
+    from sweeper.search.hyperposterior import fit_posterior
 
     X = np.asarray(X, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
@@ -165,7 +165,7 @@ def surrogate_curve(
     counts[: n_samples % n_point_sets] += 1
     # One BLAS thread: on a busy machine threaded OpenBLAS spins against the other processes
     # (measured, 10,000-trial report at load 8 on 2 cores: the 300-point fit took 74 s threaded,
-    # 3-5 s on one thread); the same setting as the searcher's (sweeper.policy.single_threaded_blas).
+    # 3-5 s on one thread); the same setting as the searcher's (sweeper.search.policy.single_threaded_blas).
     with threadpool_limits(limits=1, user_api="blas"):
         try:
             gp = fit_posterior(X[fit_index], y[fit_index], seed=seed, categories=categories, bounds=bounds)

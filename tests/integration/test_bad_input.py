@@ -278,7 +278,7 @@ def test_a_metric_the_task_never_returns_stops_the_sweep_after_the_first_trial(t
 
 def _missing_metric_result(metric: str, returned: dict[str, float]) -> dict[str, object]:
     """A trial's result as the worker reports it when the task returned ``returned`` without ``metric``."""
-    from sweeper.trial import ERROR_KEY, RETURNED_KEY, STATUS_KEY, MissingMetricError, metrics_from_return
+    from sweeper.run.trial import ERROR_KEY, RETURNED_KEY, STATUS_KEY, MissingMetricError, metrics_from_return
 
     with pytest.raises(MissingMetricError) as info:  # what run_trial turns into the result below
         metrics_from_return(returned, metric)
@@ -287,7 +287,7 @@ def _missing_metric_result(metric: str, returned: dict[str, float]) -> dict[str,
 
 def test_a_metric_missing_only_sometimes_does_not_stop_the_sweep() -> None:
     """The decision waits for the trials in flight, so it does not depend on which ends first."""
-    from sweeper.searcher import MultiverseSearch
+    from sweeper.run.searcher import MultiverseSearch
 
     space = {"x": "interval(0, 1)", "y": "interval(0, 1)"}
     search = MultiverseSearch(space, metric="score", mode="min", strategy="sobol", num_trials=6)

@@ -187,7 +187,7 @@ def test_basic_auth_as_the_readme_sets_it_up(postgres: Postgres, tmp_path, monke
         exported = run_documented(f"{sign_in} && env | grep ^MLFLOW_TRACKING_", tmp_path, timeout=30).stdout
         credentials = dict(line.split("=", 1) for line in exported.splitlines())
         assert set(credentials) == {"MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"}
-        from sweeper.tracking import MLflowTracker
+        from sweeper.record.tracking import MLflowTracker
 
         monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "alice")
         monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "wrong")

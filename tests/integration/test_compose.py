@@ -12,7 +12,7 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.types import HydraContext, RunMode
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from sweeper.compose import TrialComposer
+from sweeper.run.compose import TrialComposer
 from tests.integration.conftest import TOY_APP
 
 pytestmark = pytest.mark.integration
@@ -76,7 +76,7 @@ def test_composer_pickles_without_its_cached_base(toy_context) -> None:
     assert tree(clone.compose(["x=0.2", "y=0.2"])) == tree(composer.compose(["x=0.2", "y=0.2"]))
 
 
-# ---------------------------------------------------------------------- the split job (sweeper.job)
+# ---------------------------------------------------------------------- the split job (sweeper.run.job)
 def _observing_task(seen: dict):
     """A task recording what it sees: its config, HydraConfig, cwd, an env_set variable."""
     import os
@@ -105,7 +105,7 @@ def test_split_job_gives_what_hydra_run_job_gives(tmp_path: Path, chdir: bool) -
     from hydra._internal.callbacks import Callbacks
     from hydra.core.utils import run_job
 
-    from sweeper.job import run_split_job, usable
+    from sweeper.run.job import run_split_job, usable
 
     overrides = [f"hydra.sweep.dir={tmp_path}", f"hydra.job.chdir={chdir}", "+hydra.job.env_set.SPLIT_JOB_PROBE=on",
                  "hydra.sweep.subdir=${hydra.job.num}_${hydra.job.override_dirname}"]
@@ -160,7 +160,7 @@ def test_split_steps_aside_for_swept_hydra_keys_and_task_interpolating_dirs(toy_
 
 
 def test_a_failing_task_is_the_return_value_of_the_split_job(toy_context) -> None:
-    from sweeper.job import run_split_job
+    from sweeper.run.job import run_split_job
 
     ctx, master = toy_context
     composer = TrialComposer(ctx, master, [])

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sweeper.searcher import TRIAL_KEY, MultiverseSearch
+from sweeper.run.searcher import TRIAL_KEY, MultiverseSearch
 
 pytestmark = pytest.mark.integration
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from sweeper.redaction import REDACTED
+from sweeper.record.redaction import REDACTED
 from tests.integration.conftest import TOY_APP, run_cli
 
 pytestmark = pytest.mark.integration
@@ -89,7 +89,7 @@ def test_a_cli_sweep_records_no_secret(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 def test_the_tracker_redacts_what_any_caller_writes(tmp_path: Path) -> None:
-    from sweeper.tracking import MLflowTracker
+    from sweeper.record.tracking import MLflowTracker
 
     tracker = MLflowTracker(f"sqlite:///{tmp_path / 'records.db'}", "exp")
     run = tracker.start_run("r", params={"db.password": "pw-S1", "lr": 0.1}, tags={"clientSecret": "cs-S2"})

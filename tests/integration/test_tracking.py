@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from sweeper.spool import DurableWriter
-from sweeper.tracking import MLflowTracker, absolute_tracking_uri, clean_key, tracking_uri_problem
+from sweeper.record.spool import DurableWriter
+from sweeper.record.tracking import MLflowTracker, absolute_tracking_uri, clean_key, tracking_uri_problem
 
 pytestmark = pytest.mark.integration
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from sweeper.trial import _context, make_trainable
+from sweeper.run.trial import _context, make_trainable
 
 
 def test_the_registered_trainable_holds_a_reference_not_the_context(ray_local) -> None:

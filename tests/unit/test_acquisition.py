@@ -1,4 +1,4 @@
-"""Unit tests for sweeper.acquisition: IVR (single and greedy batch) and GP-BUCB."""
+"""Unit tests for sweeper.search.acquisition: IVR (single and greedy batch) and GP-BUCB."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ import GPy
 import numpy as np
 import pytest
 
-from sweeper.acquisition import (
+from sweeper.search.acquisition import (
     BatchSelection,
     integrated_variance_reduction,
     select_ivr_batch,
     select_ucb_batch,
 )
-from sweeper.design import random_design, sobol_design
-from sweeper.gp import GPY_JITTER, GPFit, fit_gp
+from sweeper.search.design import random_design, sobol_design
+from sweeper.search.gp import GPY_JITTER, GPFit, fit_gp
 
 
 def toy_function(X: np.ndarray) -> np.ndarray:

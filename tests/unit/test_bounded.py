@@ -1,4 +1,4 @@
-"""Unit tests for sweeper.bounded: the warped GP likelihood and fits of a bounded metric with a learned warp."""
+"""Unit tests for sweeper.search.bounded: the warped GP likelihood and fits of a bounded metric with a learned warp."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import pytest
 from scipy.special import expit
 from scipy.stats import multivariate_normal
 
-from sweeper.bounded import best_shapes, fit_bounded_gp, shape_log_prior, warped_log_likelihood
-from sweeper.design import sobol_design
-from sweeper.gp import GPFit, fit_gp
-from sweeper.warping import MetricBounds, OutputWarp
+from sweeper.search.bounded import best_shapes, fit_bounded_gp, shape_log_prior, warped_log_likelihood
+from sweeper.search.design import sobol_design
+from sweeper.search.gp import GPFit, fit_gp
+from sweeper.search.warping import MetricBounds, OutputWarp
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
 

@@ -1,4 +1,4 @@
-"""Unit tests for sweeper.design: seeds, Sobol and random designs."""
+"""Unit tests for sweeper.search.design: seeds, Sobol and random designs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from sweeper.design import as_generator, random_design, sobol_design
+from sweeper.search.design import as_generator, random_design, sobol_design
 
 # First 8 points of the unscrambled 2-D Sobol' sequence (Joe & Kuo direction numbers).
 SOBOL_2D_FIRST_8 = np.array(

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from sweeper.spool import HOLD_START_S, DurableWriter, _coalesced
-from sweeper.tracking import MLflowTracker
+from sweeper.record.spool import HOLD_START_S, DurableWriter, _coalesced
+from sweeper.record.tracking import MLflowTracker
 
 
 def _counted(tracker: MLflowTracker, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, Any]]:

@@ -10,9 +10,9 @@ import pytest
 import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from sweeper.conditions import capture_conditions, installed_packages, measurement_record, packages_hash
 from sweeper.environment import EnvironmentSettingError, EnvSettings, apply_environment, env_problems
-from sweeper.space import SearchSpace
+from sweeper.record.conditions import capture_conditions, installed_packages, measurement_record, packages_hash
+from sweeper.search.grammar import parse_specs
 
 
 @pytest.fixture(autouse=True)
@@ -113,10 +113,10 @@ def test_bad_settings_are_all_reported() -> None:
 
 
 def test_swept_env_values_are_checked_before_the_sweep() -> None:
-    space = SearchSpace.from_specs({"env.device": "choice(cpu, gpu)", "env.threads": "choice(1, 2)", "lr": "0.1,0.2"})
+    space = parse_specs({"env.device": "choice(cpu, gpu)", "env.threads": "choice(1, 2)", "lr": "0.1,0.2"})
     problems = env_problems({"seed": 0, "device": "cpu", "threads": 1}, space)
     assert problems == ["env.device='gpu' must be one of auto, cpu, cuda (swept by env.device=choice(cpu, gpu))"]
-    assert env_problems({"seed": 0, "threads": 1, "bogus": 1}, SearchSpace.from_specs({"lr": "0.1,0.2"})) == [
+    assert env_problems({"seed": 0, "threads": 1, "bogus": 1}, parse_specs({"lr": "0.1,0.2"})) == [
         "env.bogus is not an environment setting (known: cudnn, cudnn_benchmark, deterministic, device, "
         "matmul_precision, seed, threads)"]
 

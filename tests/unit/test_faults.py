@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from sweeper.faults import (
+from sweeper.run.faults import (
     TIMEOUT_STATUS,
     TimeLimitExceeded,
     call_with_time_limit,
@@ -148,8 +148,8 @@ def fake_trial(trial_id: str = "t1", max_failures: int = 3, status: str = "RUNNI
 
 
 def test_a_timed_out_trial_is_never_retried() -> None:
-    from sweeper.fault_guard import FaultGuard
-    from sweeper.trial import STATUS_KEY
+    from sweeper.run.fault_guard import FaultGuard
+    from sweeper.run.trial import STATUS_KEY
 
     guard = FaultGuard("score", 2.0)
     trial = fake_trial()
@@ -162,8 +162,8 @@ def test_a_timed_out_trial_is_never_retried() -> None:
 
 
 def test_a_silent_overdue_trial_is_recorded_timeout_and_its_worker_killed(monkeypatch) -> None:
-    import sweeper.fault_guard as fault_guard
-    from sweeper.trial import ERROR_KEY, STATUS_KEY
+    import sweeper.run.fault_guard as fault_guard
+    from sweeper.run.trial import ERROR_KEY, STATUS_KEY
 
     killed = []
     monkeypatch.setattr(fault_guard.ray, "kill", lambda actor, no_restart: killed.append(actor))
@@ -190,7 +190,7 @@ def test_a_silent_overdue_trial_is_recorded_timeout_and_its_worker_killed(monkey
 
 
 def test_an_oom_killed_trial_is_retried_at_most_once() -> None:
-    from sweeper.fault_guard import FaultGuard
+    from sweeper.run.fault_guard import FaultGuard
 
     guard = FaultGuard("score", None)
     trial = fake_trial(max_failures=-1)  # -1: Tune would retry forever
@@ -208,7 +208,7 @@ def test_tune_fails_the_trial_not_the_run_when_the_memory_monitor_kills_its_work
     from ray.air.execution._internal.actor_manager import RayActorManager
     from ray.exceptions import OutOfMemoryError, RayActorError
 
-    from sweeper.fault_guard import tolerate_oom_kills
+    from sweeper.run.fault_guard import tolerate_oom_kills
 
     tolerate_oom_kills()
     tolerate_oom_kills()  # idempotent

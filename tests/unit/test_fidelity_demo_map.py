@@ -24,9 +24,9 @@ import pytest
 
 from bench.ml_maps import MAPS, true_curve, truth_at
 from sweeper.analysis.multiverse import contour_map, fit_multiverse, snap
-from sweeper.policy import MultiversePolicy, PolicySettings
 from sweeper.report.surrogate import surrogate_curve
-from sweeper.warping import MetricBounds
+from sweeper.search.policy import MultiversePolicy, PolicySettings
+from sweeper.search.warping import MetricBounds
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
@@ -70,8 +70,8 @@ def figures(X: np.ndarray, y: np.ndarray, truth: dict[str, np.ndarray], bounds: 
     curve = surrogate_curve(X, y, bounds=bounds, seed=0).curve if kept is None else None
     if curve is None:  # the single-fit model: the report's GP with one member
         from sweeper.analysis.expected_max import surrogate_expected_max
-        from sweeper.design import random_design
-        from sweeper.gp import fit_gp
+        from sweeper.search.design import random_design
+        from sweeper.search.gp import fit_gp
 
         gp = fit_gp(X, y, seed=[0, 0])
         samples = np.vstack([gp.sample_posterior(random_design(1000, 2, [0, 1, b]), 20, [0, 2, b]) for b in range(10)])

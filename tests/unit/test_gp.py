@@ -1,4 +1,4 @@
-"""Unit tests for sweeper.gp: the numpy kernel and predictions, and the seeded GPy fit."""
+"""Unit tests for sweeper.search.gp: the numpy kernel and predictions, and the seeded GPy fit."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ import GPy
 import numpy as np
 import pytest
 
-import sweeper.gp as gp_module
-from sweeper.design import sobol_design
-from sweeper.gp import GPY_JITTER, GPFit, fit_gp
+import sweeper.search.gp as gp_module
+from sweeper.search.design import sobol_design
+from sweeper.search.gp import GPY_JITTER, GPFit, fit_gp
 
 
 def smooth_2d(X: np.ndarray) -> np.ndarray:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sweeper.design import random_design, sobol_design
-from sweeper.gp import GPFit
+from sweeper.search.design import random_design, sobol_design
+from sweeper.search.gp import GPFit
 
 
 def smooth_2d(X: np.ndarray) -> np.ndarray:

@@ -13,12 +13,12 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sweeper import acquisition
-from sweeper.acquisition import integrated_variance_reduction, select_ivr_batch, select_ucb_batch
-from sweeper.design import sobol_design
-from sweeper.gp import GPFit, fit_gp, fit_subset
-from sweeper.policy import MultiversePolicy, PolicySettings
-from sweeper.space import SearchSpace
+from sweeper.search import acquisition
+from sweeper.search.acquisition import integrated_variance_reduction, select_ivr_batch, select_ucb_batch
+from sweeper.search.design import sobol_design
+from sweeper.search.gp import GPFit, fit_gp, fit_subset
+from sweeper.search.grammar import parse_specs
+from sweeper.search.policy import MultiversePolicy, PolicySettings
 
 
 def gp_sample(n: int, d: int, lengthscales: list[float], seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -179,18 +179,18 @@ def test_policy_rejects_bad_gp_max_fit_points(bad: object) -> None:
 
 
 def test_policy_passes_gp_max_fit_points_to_the_fit(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sweeper.gp
-    import sweeper.policy
+    import sweeper.search.gp
+    import sweeper.search.policy
 
     seen = []
-    real = sweeper.gp.fit_gp
+    real = sweeper.search.gp.fit_gp
 
     def spy(*args: object, **kwargs: object) -> GPFit:
         seen.append((kwargs["max_fit_points"], kwargs["refine_max_points"]))
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(sweeper.policy, "fit_gp", spy)
-    space = SearchSpace.from_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"})
+    monkeypatch.setattr(sweeper.search.policy, "fit_gp", spy)
+    space = parse_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"})
     policy = MultiversePolicy(space, PolicySettings(num_trials=6, n_initial=4, batch_size=2, gp_max_fit_points=3,
                                                     gp_refine_max_points=10, gp_restarts=1, n_candidates=64,
                                                     n_integration=32))

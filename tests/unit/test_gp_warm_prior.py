@@ -7,8 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from sweeper.design import sobol_design
-from sweeper.gp import dimension_scaled_prior, fit_gp
+from sweeper.search.design import sobol_design
+from sweeper.search.gp import dimension_scaled_prior, fit_gp
 
 
 def smooth(X: np.ndarray) -> np.ndarray:

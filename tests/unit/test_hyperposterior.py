@@ -1,4 +1,4 @@
-"""Unit tests for sweeper.hyperposterior: the slice sampler and the mixture of GP fits over hyperparameter draws."""
+"""Unit tests for sweeper.search.hyperposterior: the slice sampler and the mixture of GP fits over hyperparameter draws."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 from scipy.special import expit
 
-from sweeper.design import sobol_design
-from sweeper.gp import GPFit
-from sweeper.hyperposterior import KEPT, GPEnsemble, fit_posterior, members_for, sample_members, slice_sample
-from sweeper.kernels import KernelTerm
-from sweeper.warping import MetricBounds
+from sweeper.search.design import sobol_design
+from sweeper.search.gp import GPFit
+from sweeper.search.hyperposterior import KEPT, GPEnsemble, fit_posterior, members_for, sample_members, slice_sample
+from sweeper.search.kernels import KernelTerm
+from sweeper.search.warping import MetricBounds
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
 

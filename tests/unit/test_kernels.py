@@ -6,10 +6,10 @@ import GPy
 import numpy as np
 import pytest
 
-import sweeper.gp as gp_module
-from sweeper.design import sobol_design
-from sweeper.gp import fit_gp
-from sweeper.kernels import KERNELS, CategoryFactor, KernelTerm, category_index, kernel_family
+import sweeper.search.gp as gp_module
+from sweeper.search.design import sobol_design
+from sweeper.search.gp import fit_gp
+from sweeper.search.kernels import KERNELS, CategoryFactor, KernelTerm, category_index, kernel_family
 
 
 def two_category_data(seed: int, sign: float, offset: float) -> tuple[np.ndarray, np.ndarray]:

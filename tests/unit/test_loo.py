@@ -1,18 +1,17 @@
-"""Unit tests for sweeper.loo: closed-form leave-one-out predictions and the calibration check built on them."""
+"""Unit tests for sweeper.search.loo: closed-form leave-one-out predictions and the calibration check built on them."""
 
 from __future__ import annotations
-
 
 import numpy as np
 import pytest
 from scipy.special import ndtr, ndtri
 
-from sweeper.design import sobol_design
-from sweeper.gp import GPFit, fit_gp
-from sweeper.hyperposterior import GPEnsemble
-from sweeper.kernels import KernelTerm
-from sweeper.loo import MIN_COVERAGE95, LOOCheck, loo_check, loo_gaussian
-from sweeper.warping import MetricBounds, OutputWarp
+from sweeper.search.design import sobol_design
+from sweeper.search.gp import GPFit, fit_gp
+from sweeper.search.hyperposterior import GPEnsemble
+from sweeper.search.kernels import KernelTerm
+from sweeper.search.loo import MIN_COVERAGE95, LOOCheck, loo_check, loo_gaussian
+from sweeper.search.warping import MetricBounds, OutputWarp
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
 

@@ -14,17 +14,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from sweeper.policy import MultiversePolicy, PolicySettings
 from sweeper.report import build_report
 from sweeper.report.build import ReportError
-from sweeper.space import SearchSpace
-from sweeper.trial import TrialError, metrics_from_return
-from sweeper.warping import MetricBounds
+from sweeper.run.trial import TrialError, metrics_from_return
+from sweeper.search.grammar import parse_specs
+from sweeper.search.policy import MultiversePolicy, PolicySettings
+from sweeper.search.warping import MetricBounds
 from tests.unit.test_report_math import records_of
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
 
-SPACE = SearchSpace.from_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"})
+SPACE = parse_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"})
 FAST = dict(n_candidates=256, n_integration=128, gp_restarts=2)
 
 

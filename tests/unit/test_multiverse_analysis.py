@@ -18,9 +18,10 @@ from sweeper.analysis.multiverse import (
     line_map,
     sensitivity,
 )
-from sweeper.design import sobol_design
-from sweeper.interaction import interaction_bayes_factor
-from sweeper.space import FloatDim, GridDim, IntDim, SearchSpace
+from sweeper.search.design import sobol_design
+from sweeper.search.grammar import parse_specs
+from sweeper.search.interaction import interaction_bayes_factor
+from sweeper.search.space import FloatDim, GridDim, IntDim
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
@@ -43,7 +44,7 @@ def test_bayes_factor_fitted_on_a_subset_keeps_its_verdict_and_scores_all_result
     assert interaction_bayes_factor(small, y_small, max_fit_points=60) == interaction_bayes_factor(small, y_small)
     for y, sign in ((np.sin(3 * X[:, 0]) + X[:, 1] ** 2, 1), (np.sin(6 * X[:, 0] * X[:, 1]), -1)):
         exact = interaction_bayes_factor(X, y)
-        with caplog.at_level("DEBUG", logger="sweeper.gp"):
+        with caplog.at_level("DEBUG", logger="sweeper.search.gp"):
             caplog.clear()
             subset = interaction_bayes_factor(X, y, max_fit_points=60)
         assert "fitted on 60 of 160 observations" in caplog.text
@@ -53,7 +54,7 @@ def test_bayes_factor_fitted_on_a_subset_keeps_its_verdict_and_scores_all_result
 
 def test_bayes_factor_reads_original_units_through_the_space() -> None:
     # The same additive function of log10(C) and g, given in original units: K > 1 through the space.
-    space = SearchSpace.from_specs({"C": "tag(log, interval(1e-3, 1e3))", "g": "interval(0, 10)"})
+    space = parse_specs({"C": "tag(log, interval(1e-3, 1e3))", "g": "interval(0, 10)"})
     U = sobol_design(40, 2, seed=0)
     rows = [[p["C"], p["g"]] for p in space.from_unit(U)]
     y = np.sin(3 * U[:, 0]) + U[:, 1] ** 2
@@ -69,7 +70,7 @@ def test_sensitivity_puts_the_main_effect_on_the_dominant_dim() -> None:
 
 
 def test_sensitivity_includes_categorical_dims() -> None:
-    space = SearchSpace.from_specs({"model": "choice(a, b, c)", "x": "interval(0, 1)"})
+    space = parse_specs({"model": "choice(a, b, c)", "x": "interval(0, 1)"})
     U = space.to_unit(space.from_unit(sobol_design(36, 2, seed=1)))
     offset = np.array([0.0, 2.0, 4.0])[np.floor(U[:, 0] * 3).astype(int)]
     rows = [[p["model"], p["x"]] for p in space.from_unit(U)]
@@ -77,7 +78,7 @@ def test_sensitivity_includes_categorical_dims() -> None:
     assert s["model"][0] > 0.95 and s["x"][0] < 0.05
 
 
-MIXED = SearchSpace.from_specs({"model": "choice(a, b)", "C": "tag(log, interval(1e-3, 1e3))",
+MIXED = parse_specs({"model": "choice(a, b)", "C": "tag(log, interval(1e-3, 1e3))",
                                 "g": "interval(0, 1)"})
 
 
@@ -89,11 +90,11 @@ def mixed_fit():
 
 
 def test_facets_are_the_category_combinations() -> None:
-    space = SearchSpace.from_specs({"m": "choice(a, b)", "x": "interval(0, 1)", "d": "choice(u, v, w)"})
+    space = parse_specs({"m": "choice(a, b)", "x": "interval(0, 1)", "d": "choice(u, v, w)"})
     facets = category_facets(space)
     assert [f[0] for f in facets][:2] == ["m=a, d=u", "m=a, d=v"] and len(facets) == 6
     assert facets[-1][1] == {0: 0.75, 2: pytest.approx(5 / 6)}
-    assert category_facets(SearchSpace.from_specs({"x": "interval(0, 1)"})) == [("", {})]
+    assert category_facets(parse_specs({"x": "interval(0, 1)"})) == [("", {})]
 
 
 def test_contour_map_is_the_gp_posterior_on_a_log_grid(mixed_fit) -> None:
@@ -138,7 +139,7 @@ def test_interaction_tests_cover_every_pair(mixed_fit) -> None:
 
 
 def test_category_means_for_a_categorical_only_space() -> None:
-    space = SearchSpace.from_specs({"m": "choice(a, b, c)"})
+    space = parse_specs({"m": "choice(a, b, c)"})
     U = space.to_unit(space.from_unit(sobol_design(12, 1, seed=0)))
     y = np.floor(U[:, 0] * 3) * 2.0
     labels, mean, sd = category_means(fit_multiverse(space, U, y, seed=0))

@@ -6,7 +6,7 @@ import csv
 import io
 import math
 
-from sweeper.outcome import SweepOutcome, TrialRecord, format_params
+from sweeper.run.outcome import SweepOutcome, TrialRecord, format_params
 
 
 def records() -> list[TrialRecord]:

@@ -9,12 +9,12 @@ import math
 import numpy as np
 import pytest
 
-from sweeper.design import sobol_design
 from sweeper.errors import SweeperConfigError
-from sweeper.policy import MultiversePolicy, PolicySettings
-from sweeper.space import SearchSpace
+from sweeper.search.design import sobol_design
+from sweeper.search.grammar import parse_specs
+from sweeper.search.policy import MultiversePolicy, PolicySettings
 
-SPACE_2D = SearchSpace.from_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"})
+SPACE_2D = parse_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"})
 FAST = dict(n_candidates=512, n_integration=256, gp_restarts=2)
 
 
@@ -92,7 +92,7 @@ def test_failed_point_conditions_the_variance_and_is_not_resampled() -> None:
     assert distances > 0.1
 
     # Without conditioning on the failure the hole it leaves is where IVR goes first.
-    blind = MultiversePolicy(SearchSpace.from_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"}), settings)
+    blind = MultiversePolicy(parse_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"}), settings)
     for s in initial[:7]:
         blind._suggestions.append(s)
         blind.tell(s.index, branin01(s.params["x"], s.params["y"]))
@@ -114,7 +114,7 @@ def test_failure_budget_ends_the_sweep() -> None:
 
 def test_state_dict_round_trip_continues_identically() -> None:
     settings = PolicySettings(num_trials=20, n_initial=6, batch_size=4, seed=9, **FAST)
-    # A stopped clock: whether a batch is re-planned depends on time (sweeper.policy.REPLAN_SHARE), and
+    # A stopped clock: whether a batch is re-planned depends on time (sweeper.search.policy.REPLAN_SHARE), and
     # the wall clock made this test flaky on a loaded machine (the two policies re-planned differently).
     frozen = lambda: 0.0  # noqa: E731
     original = MultiversePolicy(SPACE_2D, settings, clock=frozen)
@@ -136,7 +136,7 @@ def test_state_dict_round_trip_continues_identically() -> None:
 def test_restore_refuses_a_changed_space_or_strategy() -> None:
     policy = MultiversePolicy(SPACE_2D, PolicySettings(strategy="sobol", num_trials=4))
     state = policy.state_dict()
-    other_space = SearchSpace.from_specs({"x": "interval(0, 2)", "y": "interval(0, 1)"})
+    other_space = parse_specs({"x": "interval(0, 2)", "y": "interval(0, 1)"})
     with pytest.raises(SweeperConfigError, match="different search space"):
         MultiversePolicy(other_space, PolicySettings(strategy="sobol", num_trials=4)).load_state_dict(state)
     with pytest.raises(SweeperConfigError, match="strategy='sobol'"):
@@ -192,7 +192,7 @@ def test_ucb_minimise_goes_to_low_values() -> None:
 
 
 def test_integer_dims_are_snapped_before_modelling() -> None:
-    space = SearchSpace.from_specs({"n": "int(interval(1, 4))", "x": "interval(0, 1)"})
+    space = parse_specs({"n": "int(interval(1, 4))", "x": "interval(0, 1)"})
     policy = MultiversePolicy(space, PolicySettings(num_trials=10, n_initial=4, batch_size=2, **FAST))
     while (s := policy.ask()) is not None:
         policy.tell(s.index, s.params["n"] + s.params["x"])
@@ -202,7 +202,7 @@ def test_integer_dims_are_snapped_before_modelling() -> None:
 
 
 def test_categorical_dims_work_in_sobol_and_visit_every_category() -> None:
-    space = SearchSpace.from_specs({"model": "choice(a, b, c)", "x": "interval(0, 1)"})
+    space = parse_specs({"model": "choice(a, b, c)", "x": "interval(0, 1)"})
     policy = MultiversePolicy(space, PolicySettings(strategy="sobol", num_trials=12))
     while (s := policy.ask()) is not None:
         policy.tell(s.index, s.params["x"])

@@ -9,11 +9,11 @@ import numpy as np
 import pytest
 
 from sweeper.errors import SweeperConfigError
-from sweeper.policy import BayesFactorCheck, MultiversePolicy, PolicySettings
-from sweeper.space import SearchSpace
+from sweeper.search.grammar import parse_specs
+from sweeper.search.policy import BayesFactorCheck, MultiversePolicy, PolicySettings
 
 FAST = dict(n_candidates=256, n_integration=256, gp_restarts=2)
-MIXED = SearchSpace.from_specs({"model": "choice(a, b, c)", "x": "interval(0, 1)"})
+MIXED = parse_specs({"model": "choice(a, b, c)", "x": "interval(0, 1)"})
 OFFSET = {"a": 0.0, "b": 0.3, "c": 1.0}
 
 
@@ -56,7 +56,7 @@ def test_ivr_spreads_over_categories_and_the_continuous_dim() -> None:
 
 
 def test_categorical_only_space_runs_ivr() -> None:
-    space = SearchSpace.from_specs({"model": "choice(a, b, c)", "data": "choice(u, v)"})
+    space = parse_specs({"model": "choice(a, b, c)", "data": "choice(u, v)"})
     policy = MultiversePolicy(space, PolicySettings(strategy="ivr", num_trials=12, n_initial=2,
                                                     batch_size=5, seed=1, **FAST))
     run(policy, lambda p: OFFSET[p["model"]] + (0.5 if p["data"] == "v" else 0.0))
@@ -72,7 +72,7 @@ def interacting(p: dict) -> float:
     return math.sin(6 * p["x"] * p["y"])
 
 
-SPACE_2D = SearchSpace.from_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"})
+SPACE_2D = parse_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"})
 
 
 @pytest.mark.parametrize(("f", "verdict", "sign"), [(additive, "no interaction", 1), (interacting, "interaction", -1)])
@@ -94,15 +94,15 @@ def test_stop_on_bayes_factor_ends_the_sweep_when_conclusive(f, verdict: str, si
 
 
 def test_the_in_sweep_interaction_test_fits_on_a_subset_as_the_search_does(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sweeper.policy
+    import sweeper.search.policy
 
-    real, calls = sweeper.policy.interaction_bayes_factor, []
+    real, calls = sweeper.search.policy.interaction_bayes_factor, []
 
     def recorded(*args, **kwargs):
         calls.append(kwargs)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(sweeper.policy, "interaction_bayes_factor", recorded)
+    monkeypatch.setattr(sweeper.search.policy, "interaction_bayes_factor", recorded)
     settings = PolicySettings(strategy="ivr", num_trials=64, n_initial=16, batch_size=8, seed=0, deterministic=True,
                               stop_on_bayes_factor=10.0, gp_max_fit_points=20, gp_refine_max_points=None, **FAST)
     policy = MultiversePolicy(SPACE_2D, settings)
@@ -125,7 +125,7 @@ def test_inconclusive_threshold_runs_to_the_end_and_state_keeps_the_checks() -> 
 
 
 def test_stop_on_bayes_factor_needs_two_dims() -> None:
-    space = SearchSpace.from_specs({"x": "interval(0, 1)"})
+    space = parse_specs({"x": "interval(0, 1)"})
     with pytest.raises(SweeperConfigError, match="stop_on_bayes_factor=10.0 needs at least 2 dimensions"):
         MultiversePolicy(space, PolicySettings(stop_on_bayes_factor=10.0))
 
@@ -154,7 +154,7 @@ def test_deterministic_interaction_test_waits_for_every_earlier_result() -> None
 
 
 def test_grid_is_the_full_factorial_in_a_seeded_order_then_replicated() -> None:
-    space = SearchSpace.from_specs({"env.seed": "range(0, 4)", "env.threads": "choice(1, 2)",
+    space = parse_specs({"env.seed": "range(0, 4)", "env.threads": "choice(1, 2)",
                                     "env.deterministic": "choice(true, false)", "n": "int(interval(1, 3))"})
     policy = MultiversePolicy(space, PolicySettings(strategy="grid", num_trials=96, seed=5))
     run(policy, lambda p: 0.0)
@@ -174,14 +174,14 @@ def test_grid_is_the_full_factorial_in_a_seeded_order_then_replicated() -> None:
 
 def test_grid_refuses_float_dims_and_huge_grids() -> None:
     with pytest.raises(SweeperConfigError, match=r"strategy='grid' needs every dimension discrete, but x is a float"):
-        MultiversePolicy(SearchSpace.from_specs({"x": "interval(0, 1)", "k": "a,b"}), PolicySettings(strategy="grid"))
-    big = SearchSpace.from_specs({"a": "int(interval(1, 2000))", "b": "int(interval(1, 2000))"})
+        MultiversePolicy(parse_specs({"x": "interval(0, 1)", "k": "a,b"}), PolicySettings(strategy="grid"))
+    big = parse_specs({"a": "int(interval(1, 2000))", "b": "int(interval(1, 2000))"})
     with pytest.raises(SweeperConfigError, match="would enumerate 4000000 combinations"):
         MultiversePolicy(big, PolicySettings(strategy="grid"))
 
 
 def test_the_sobol_design_balances_category_combinations() -> None:
-    space = SearchSpace.from_specs({"lr": "interval(0, 1)", "model": "choice(a, b)", "data": "choice(u, v)",
+    space = parse_specs({"lr": "interval(0, 1)", "model": "choice(a, b)", "data": "choice(u, v)",
                                     "opt": "choice(sgd, adam)"})
     for seed in range(4):
         policy = MultiversePolicy(space, PolicySettings(strategy="sobol", num_trials=16, seed=seed))

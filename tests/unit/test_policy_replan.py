@@ -10,13 +10,13 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-import sweeper.policy as policy_module
+import sweeper.search.policy as policy_module
 from sweeper.errors import SweeperConfigError
-from sweeper.gp import dimension_scaled_prior, fit_gp
-from sweeper.policy import WARM_RESTARTS, MultiversePolicy, PolicySettings
-from sweeper.space import SearchSpace
+from sweeper.search.gp import dimension_scaled_prior, fit_gp
+from sweeper.search.grammar import parse_specs
+from sweeper.search.policy import WARM_RESTARTS, MultiversePolicy, PolicySettings
 
-SPACE_2D = SearchSpace.from_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"})
+SPACE_2D = parse_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"})
 FAST = dict(n_candidates=256, n_integration=128, gp_restarts=3)
 
 
@@ -168,7 +168,7 @@ def test_lengthscale_prior_setting_reaches_the_fit(fits: list[dict]) -> None:
 
 
 def test_local_search_adds_candidates_near_the_best(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sweeper.acquisition import integrated_variance_reduction, local_ivr_candidates
+    from sweeper.search.acquisition import integrated_variance_reduction, local_ivr_candidates
 
     X = np.array([[0.1, 0.1], [0.9, 0.9], [0.5, 0.2]])
     gp = fit_gp(X, np.array([0.0, 1.0, 0.5]), seed=0, n_restarts=1)

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from omegaconf import OmegaConf
 
-from sweeper.redaction import (
+from sweeper.record.redaction import (
     REDACTED,
     SECRET_KEY_PATTERN,
     is_secret_key,

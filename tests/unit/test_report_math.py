@@ -12,13 +12,13 @@ import pytest
 
 from sweeper.analysis import compare_conditions, expected_max, qra
 from sweeper.analysis.runs import SweepRecords, trials_frame
-from sweeper.design import random_design
-from sweeper.policy import MultiversePolicy, PolicySettings
 from sweeper.report import FilterError, ReportError, build_report, parse_filter
 from sweeper.report.groups import paired_conditions, qra_groups
 from sweeper.report.sections import budget_grid
 from sweeper.report.surrogate import SurrogateUnavailable, surrogate_curve, unit_points
-from sweeper.space import SearchSpace
+from sweeper.search.design import random_design
+from sweeper.search.policy import MultiversePolicy, PolicySettings
+from sweeper.search.space import SearchSpace
 
 SPACE = SearchSpace.from_dict({"dims": [
     {"kind": "float", "name": "x", "low": 0.0, "high": 1.0},
@@ -306,7 +306,7 @@ def test_report_of_a_sweep_where_every_trial_failed(tmp_path: Path) -> None:
 
 def test_recorded_text_maps_back_to_the_choice() -> None:
     from sweeper.report.build import _as_choice
-    from sweeper.space import ChoiceDim
+    from sweeper.search.space import ChoiceDim
 
     flag = ChoiceDim("env.deterministic", (True, False))
     assert _as_choice(flag, "False") is False and _as_choice(flag, "True") is True

@@ -109,7 +109,7 @@ def test_mlflow_run_objects_are_accepted() -> None:
 @pytest.fixture(scope="module")
 def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, str, str, Any]:
     """A SQLite store with one sweep of 9 trials (the awkward cases), another sweep, a deleted run."""
-    from sweeper.tracking import MLflowTracker
+    from sweeper.record.tracking import MLflowTracker
 
     db = tmp_path_factory.mktemp("store") / "mlruns.db"
     uri = f"sqlite:///{db}"

@@ -1,4 +1,4 @@
-"""Tests for sweeper.space: grammar -> dimensions, validation messages, unit-cube mappings."""
+"""Tests for sweeper.search.space: grammar -> dimensions, validation messages, unit-cube mappings."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sweeper.errors import SweeperConfigError
-from sweeper.grammar import parse_search_space
-from sweeper.space import (
+from sweeper.search.grammar import parse_search_space, parse_specs
+from sweeper.search.space import (
     ChoiceDim,
     Dimension,
     FloatDim,
@@ -132,10 +132,10 @@ def test_yaml_and_command_line_together() -> None:
 
 
 def test_from_specs_and_empty_inputs() -> None:
-    space = SearchSpace.from_specs({"C": "tag(log, interval(1e-3, 1e3))", "kernel": "choice(rbf, linear)"})
+    space = parse_specs({"C": "tag(log, interval(1e-3, 1e3))", "kernel": "choice(rbf, linear)"})
     assert space.names == ["C", "kernel"]
     assert parse_search_space(None, []) == SearchSpace(())
-    assert not SearchSpace.from_specs({"x": "interval(0, 1)"}).has_categorical
+    assert not parse_specs({"x": "interval(0, 1)"}).has_categorical
 
 
 # ----------------------------------------------------------------------------- validation
@@ -243,7 +243,7 @@ def test_invalid_configuration_message(params: dict[str, Any], overrides: list[s
 def test_from_specs_names_keys_bare() -> None:
     message = "C='tag(log, interval(0, 10))': a log-scaled dimension needs lower bound > 0"
     with pytest.raises(SweeperConfigError, match=re.escape(message)):
-        SearchSpace.from_specs({"C": "tag(log, interval(0, 10))"})
+        parse_specs({"C": "tag(log, interval(0, 10))"})
 
 
 def test_every_problem_is_reported_at_once() -> None:
@@ -503,7 +503,7 @@ def test_to_overrides_reparse_to_the_same_values() -> None:
 
 def test_parsed_tricky_choices_round_trip() -> None:
     text = "choice(" + ", ".join(format_override_value(s) for s in TRICKY) + ", 1, 2.5, true)"
-    dim = SearchSpace.from_specs({"s": text}).dims[0]
+    dim = parse_specs({"s": text}).dims[0]
     assert isinstance(dim, ChoiceDim)
     assert dim.choices == (*TRICKY, 1, 2.5, True)
     for choice, string in zip(dim.choices, dim.choice_strings):
@@ -552,10 +552,10 @@ def test_default_override_key_and_spec() -> None:
 
 def test_the_command_line_replaces_the_same_key_of_params_and_says_so(caplog: pytest.LogCaptureFixture) -> None:
     # Hydra's rule (and the Optuna sweeper's): what the user types last wins over the YAML (issue 16).
-    from sweeper.grammar import parse_search_space
+    from sweeper.search.grammar import parse_search_space
 
     params = {"lr": "tag(log, interval(1e-5, 1e-1))", "env.seed": "range(0, 4)", "C": "interval(0, 1)"}
-    with caplog.at_level("INFO", logger="sweeper.grammar"):
+    with caplog.at_level("INFO", logger="sweeper.search.grammar"):
         space = parse_search_space(params, ["lr=tag(log, interval(1e-4, 1e-2))", "env.seed=range(0,8)", "+C=0.5"])
     assert space.names == ["lr", "env.seed"]
     assert space.dims[0] == FloatDim("lr", 1e-4, 1e-2, log=True, spec="tag(log, interval(1e-4, 1e-2))")

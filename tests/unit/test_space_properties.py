@@ -23,8 +23,8 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from sweeper.errors import SweeperConfigError
-from sweeper.grammar import parse_search_space
-from sweeper.space import (
+from sweeper.search.grammar import parse_search_space
+from sweeper.search.space import (
     ChoiceDim,
     Dimension,
     FloatDim,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from sweeper.tracking import MLflowTracker
+from sweeper.record.tracking import MLflowTracker
 
 
 def test_a_run_is_created_with_its_tags_and_its_text_artifacts_land_in_its_folder(tmp_path: Path) -> None:
@@ -55,7 +55,7 @@ def test_processes_opening_one_new_sqlite_store_at_once_all_get_it(tmp_path: Pat
     go = tmp_path / "go"
     script = (
         "import pathlib, sys, time\n"
-        "from sweeper.tracking import MLflowTracker\n"
+        "from sweeper.record.tracking import MLflowTracker\n"
         f"while not pathlib.Path({str(go)!r}).exists(): time.sleep(0.01)\n"
         f"MLflowTracker('sqlite:///{tmp_path / 'mlruns.db'}', 'race')\n"
         "print('opened')\n"

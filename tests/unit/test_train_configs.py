@@ -10,8 +10,8 @@ import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
-from sweeper.grammar import parse_search_space
-from sweeper.policy import MultiversePolicy, PolicySettings
+from sweeper.search.grammar import parse_search_space
+from sweeper.search.policy import MultiversePolicy, PolicySettings
 from tests.conftest import REPO
 
 EXPERIMENTS = ("optimizer_gap", "batch_size", "seeds", "budget")

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from sweeper.trial import TrialError, metrics_from_return
+from sweeper.run.trial import TrialError, metrics_from_return
 
 
 @pytest.mark.parametrize(
@@ -43,5 +43,5 @@ def test_trial_module_does_not_import_ray() -> None:
     import subprocess
     import sys
 
-    code = "import sys, sweeper.trial; print('ray' in sys.modules)"
+    code = "import sys, sweeper.run.trial; print('ray' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"

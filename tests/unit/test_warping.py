@@ -1,4 +1,4 @@
-"""Unit tests for sweeper.warping: metric bounds parsing and the monotone output warp onto the real line."""
+"""Unit tests for sweeper.search.warping: metric bounds parsing and the monotone output warp onto the real line."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from scipy.special import ndtri
 
-from sweeper.warping import SQUEEZE_RANGE, MetricBounds, OutputWarp, squeeze_for
+from sweeper.search.warping import SQUEEZE_RANGE, MetricBounds, OutputWarp, squeeze_for
 
 SHAPES = [(1.0, 1.0), (6.0, 2.2), (0.3, 3.0), (15.0, 9.0)]
 TWO_SIDED = [(0.0, 1.0), (-1.0, 1.0)]

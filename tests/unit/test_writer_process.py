@@ -8,8 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from sweeper.tracking import MLflowTracker
-from sweeper.writer_process import WriterProcess
+from sweeper.record.tracking import MLflowTracker
+from sweeper.record.writer_process import WriterProcess
 
 
 def test_writes_land_in_order_and_handles_resolve_after_close(tmp_path: Path) -> None:
@@ -41,8 +41,8 @@ def test_the_child_sends_what_reached_it_and_ends_when_the_driver_is_killed(tmp_
     parent = MLflowTracker(uri, "writer").start_run("sweep")
     driver = (
         "import os, sys, time\n"
-        "from sweeper.tracking import MLflowTracker\n"
-        "from sweeper.writer_process import WriterProcess\n"
+        "from sweeper.record.tracking import MLflowTracker\n"
+        "from sweeper.record.writer_process import WriterProcess\n"
         f"writer = WriterProcess(MLflowTracker({uri!r}, 'writer'), None)\n"
         "print(writer._process.pid, flush=True)\n"
         "for i in range(5):\n"

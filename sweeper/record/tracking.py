@@ -29,7 +29,7 @@ from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
-from sweeper.redaction import redact_mapping, redact_text
+from sweeper.record.redaction import redact_mapping, redact_text
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +43,7 @@ _BAD_KEY_CHARS = re.compile(r"[^A-Za-z0-9_\-. /]")
 
 #: MLflow's own HTTP retries (7, doubling: about 4 minutes per request) would hold a sweep for
 #: minutes per write while a tracking server is away, and a sweep's start for as long when it
-#: is down; sweeper.spool does the retrying, with backoff, and spools what cannot be sent.
+#: is down; sweeper.record.spool does the retrying, with backoff, and spools what cannot be sent.
 MLFLOW_HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
                    "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
 
@@ -94,6 +94,12 @@ def clean_key(key: str) -> str:
 def _text(value: Any, limit: int) -> str:
     s = value if isinstance(value, str) else repr(value) if isinstance(value, float) else str(value)
     return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
+def read_client(tracking_uri: str) -> MlflowClient:
+    """A client that reads the store at ``tracking_uri`` (relative SQLite made absolute), for the
+    analysis and the command line, which import no mlflow themselves."""
+    return MlflowClient(absolute_tracking_uri(tracking_uri))
 
 
 def get_run(tracking_uri: str, run_id: str) -> Any:
@@ -165,7 +171,7 @@ class MLflowTracker:
 
         Non-numeric and non-finite metric values are skipped for the metric table: MLflow
         stores NaN, but a NaN score is a failure and is recorded as such in the tags.
-        Params and tags are redacted first (sweeper.redaction): a credential-like key's
+        Params and tags are redacted first (sweeper.record.redaction): a credential-like key's
         value becomes ``***``, and a URL's password or a ``key=secret`` inside any value too.
         """
         now = int(time.time() * 1000)
@@ -182,7 +188,7 @@ class MLflowTracker:
             )
 
     def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
-        """Log a text artifact, redacted as free text (sweeper.redaction.redact_text) on the way.
+        """Log a text artifact, redacted as free text (sweeper.record.redaction.redact_text) on the way.
 
         A backstop: configs are redacted as trees where they are produced (multirun.yaml,
         conditions.json); this catches URL passwords, ``key=secret`` and ``key: secret`` in

@@ -8,7 +8,7 @@ logging), captures the conditions of measurement of *this* process, and returns 
 result dict. Exceptions and unusable metrics never escape: they become a FAILED result
 with the reason (a ``MemoryError`` says "out of memory"), so the driver records them and the
 sweep goes on. With ``trial_timeout_s`` the task runs in a thread of its own and a trial over
-the limit ends TIMEOUT (:mod:`sweeper.faults`); one stuck in native code ends its worker
+the limit ends TIMEOUT (:mod:`sweeper.run.faults`); one stuck in native code ends its worker
 process after reporting. Infrastructure faults (a dead worker) still surface as Tune errors,
 which Tune may retry.
 """
@@ -31,17 +31,17 @@ from hydra.core.utils import JobReturn, run_job, setup_globals
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from sweeper.cluster import node_placement
-from sweeper.compose import TrialComposer
-from sweeper.conditions import capture_conditions, installed_packages
 from sweeper.environment import ENV_KEY, EnvironmentInForce, apply_environment
-from sweeper.faults import TIMEOUT_STATUS, TimeLimitExceeded, call_with_time_limit, task_error_message
-from sweeper.job import run_split_job
-from sweeper.job import usable as split_job_usable
-from sweeper.metrics import reporting_to
-from sweeper.policy import TRIAL_KEY
-from sweeper.space import SearchSpace
-from sweeper.warping import MetricBounds
+from sweeper.record.conditions import capture_conditions, installed_packages
+from sweeper.record.metrics import reporting_to
+from sweeper.run.cluster import node_placement
+from sweeper.run.compose import TrialComposer
+from sweeper.run.faults import TIMEOUT_STATUS, TimeLimitExceeded, call_with_time_limit, task_error_message
+from sweeper.run.job import run_split_job
+from sweeper.run.job import usable as split_job_usable
+from sweeper.search.policy import TRIAL_KEY
+from sweeper.search.space import SearchSpace
+from sweeper.search.warping import MetricBounds
 
 # Keys of the result dict a trial returns to the driver.
 STATUS_KEY = "sweeper_status"  # FINISHED | FAILED | TIMEOUT
@@ -87,7 +87,7 @@ class MissingMetricError(TrialError):
 class TrialContext:
     """Everything a worker needs to run any trial of the sweep."""
 
-    #: First, so that it unpickles first: a sweeper.task_ref.TaskRef imports the user's script,
+    #: First, so that it unpickles first: a sweeper.run.task_ref.TaskRef imports the user's script,
     #: which the rest (a config node that is one of its dataclasses) may need.
     task_function: TaskFunction
     hydra_context: HydraContext
@@ -98,7 +98,7 @@ class TrialContext:
     code_dir: str | None = None
     #: The driver's code version when the code was uploaded to the nodes (see conditions.shipped_code).
     shipped_code: dict[str, str] | None = None
-    #: A resumed sweep's trials that had ended (index -> sweeper.resume.Ledger.result_of): not run again.
+    #: A resumed sweep's trials that had ended (index -> sweeper.run.resume.Ledger.result_of): not run again.
     replayed: dict[int, dict[str, Any]] | None = None
     #: hydra.sweeper.trial_timeout_s: a trial running longer ends TIMEOUT (None: no limit).
     trial_timeout_s: float | None = None
@@ -149,7 +149,7 @@ def _report_and_exit(result: dict[str, Any]) -> None:
 
     The stuck thread cannot be stopped, and must not run on beside the next trial. Tune's
     synchronous reporting returns from ``report`` once the driver asks for the next result,
-    i.e. once it holds this one; the driver's :class:`~sweeper.fault_guard.FaultGuard` has
+    i.e. once it holds this one; the driver's :class:`~sweeper.run.fault_guard.FaultGuard` has
     then marked the trial as not to be retried, and records the worker's end as TIMEOUT.
     """
     from ray import tune

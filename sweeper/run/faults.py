@@ -1,7 +1,7 @@
 """Trial-level faults: the per-trial time limit, out-of-memory, and readable worker errors.
 
-Free of Ray (the worker imports it through :mod:`sweeper.trial`); the driver's side of the
-time limit is :mod:`sweeper.fault_guard`.
+Free of Ray (the worker imports it through :mod:`sweeper.run.trial`); the driver's side of the
+time limit is :mod:`sweeper.run.fault_guard`.
 
 A trial over ``hydra.sweeper.trial_timeout_s`` is stopped in three layers, each a backstop
 for the one before:
@@ -19,7 +19,7 @@ for the one before:
 3. **Native code holding the GIL** (a C extension that never lets go): no thread of the
    worker runs Python any more. The driver, which knows when each trial started, kills
    the worker :func:`driver_margin_s` after the worker should have reported (see
-   :class:`sweeper.fault_guard.FaultGuard`).
+   :class:`sweeper.run.fault_guard.FaultGuard`).
 
 In every layer the trial is recorded as TIMEOUT (an MLflow run FAILED, tagged
 ``sweeper.status=TIMEOUT``), counts as a failed point for the searcher and the failure

@@ -1,8 +1,8 @@
-"""Hydra's override grammar to a :class:`~sweeper.space.SearchSpace`, with every problem at once.
+"""Hydra's override grammar to a :class:`~sweeper.search.space.SearchSpace`, with every problem at once.
 
 A search space comes from two places: the ``hydra.sweeper.params`` mapping in YAML and the
 sweep overrides on the command line. :func:`parse_search_space` parses both with Hydra's
-own override parser, turns each swept key into a dimension (see :mod:`sweeper.space` for
+own override parser, turns each swept key into a dimension (see :mod:`sweeper.search.space` for
 the forms), passes plain overrides through as fixed ones, and collects every problem —
 bad bounds, a log scale on a non-positive range, an empty choice, unparseable text, a key
 given twice — into one :class:`~sweeper.errors.SweeperConfigError`. Each problem names the
@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from sweeper.errors import SweeperConfigError
-from sweeper.space import (
+from sweeper.search.space import (
     ChoiceDim,
     Dimension,
     FloatDim,
@@ -285,3 +285,12 @@ def parse_search_space(
     space = SearchSpace(tuple(dims), tuple(fixed))
     log.debug("Search space %s; fixed overrides %s", space.describe(), list(space.fixed_overrides))
     return space
+
+
+def parse_specs(specs: Mapping[str, Any]) -> SearchSpace:
+    """A space from ``{name: grammar text}``, e.g. ``{"k": "choice(rbf, linear)"}``.
+
+    Raises:
+        SweeperConfigError: listing every invalid entry.
+    """
+    return parse_search_space(specs, (), params_key="")

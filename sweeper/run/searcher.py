@@ -11,8 +11,9 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
-from sweeper.policy import TRIAL_KEY, MultiversePolicy, PolicySettings, Suggestion
-from sweeper.space import SearchSpace
+from sweeper.search.grammar import parse_specs
+from sweeper.search.policy import TRIAL_KEY, MultiversePolicy, PolicySettings, Suggestion
+from sweeper.search.space import SearchSpace
 
 __all__ = ["TRIAL_KEY", "MultiverseSearch", "TrialInfo"]
 
@@ -80,12 +81,12 @@ class MultiverseSearch(Searcher):
                 search_alg=search, num_samples=24)).fit()
 
     Args:
-        space: a :class:`~sweeper.space.SearchSpace`, or a mapping of dimension name to a
+        space: a :class:`~sweeper.search.space.SearchSpace`, or a mapping of dimension name to a
             Hydra override grammar string (``"tag(log, interval(1e-4, 1e-1))"``).
         metric: the result key to model; trials whose value is missing, NaN or inf count
             as failed.
         mode: ``max`` or ``min``.
-        **settings: the fields of :class:`~sweeper.policy.PolicySettings` (strategy,
+        **settings: the fields of :class:`~sweeper.search.policy.PolicySettings` (strategy,
             num_trials, n_initial, batch_size, seed, deterministic, ...).
     """
 
@@ -98,7 +99,7 @@ class MultiverseSearch(Searcher):
     ) -> None:
         super().__init__(metric=metric, mode=mode)
         if not isinstance(space, SearchSpace):
-            space = SearchSpace.from_specs(space)
+            space = parse_specs(space)
         if mode is not None:
             settings["mode"] = mode
         self.policy = MultiversePolicy(space, PolicySettings(**settings))
@@ -143,7 +144,7 @@ class MultiverseSearch(Searcher):
         trial); if none does, the sweep stops, instead of running every trial into its
         failure budget. Which way it goes depends on the points, not on which trial ends first.
         """
-        from sweeper.trial import RETURNED_KEY
+        from sweeper.run.trial import RETURNED_KEY
 
         succeeded = any(math.isfinite(v) for v in self.policy.results.values())
         returned = (result or {}).get(RETURNED_KEY)  # set by the trial when the metric was missing

@@ -5,7 +5,7 @@ A sweep records its whole composed config (trial params, the parent run's
 ``overrides``). A config that holds a database password, an API key or a token would put
 it on a shared MLflow server, readable by everyone who can browse the experiment. This
 module replaces such values by :data:`REDACTED` before anything is written;
-:class:`sweeper.tracking.MLflowTracker` applies it to every param, tag and text artifact.
+:class:`sweeper.record.tracking.MLflowTracker` applies it to every param, tag and text artifact.
 
 **The key rule** (:func:`is_secret_key`). A dotted key is a secret if *any* of its
 components (split at ``.``, ``/`` and ``@``) is; any component, not only the last, because

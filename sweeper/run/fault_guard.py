@@ -1,4 +1,4 @@
-"""The driver's side of trial-level faults, as a Tune callback (see :mod:`sweeper.faults`).
+"""The driver's side of trial-level faults, as a Tune callback (see :mod:`sweeper.run.faults`).
 
 - A trial that reported TIMEOUT is never retried: its worker ends its own process after the
   report when the task is stuck in native code, and Tune would otherwise take that for a
@@ -21,14 +21,14 @@ from typing import TYPE_CHECKING, Any
 import ray
 from ray.tune import Callback
 
-from sweeper.faults import (
+from sweeper.run.faults import (
     TIMEOUT_STATUS,
     driver_margin_s,
     grace_s,
     unanswered_timeout_message,
     worker_error_message,
 )
-from sweeper.trial import DURATION_KEY, ERROR_KEY, METRICS_KEY, STATUS_KEY, TRACEBACK_KEY
+from sweeper.run.trial import DURATION_KEY, ERROR_KEY, METRICS_KEY, STATUS_KEY, TRACEBACK_KEY
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
@@ -98,7 +98,7 @@ class FaultGuard(Callback):
         error = unanswered_timeout_message(self.limit_s, elapsed_s)
         log.warning("trial %s: %s", trial.trial_id, error)
         trial.max_failures = 0
-        # What the recorder closes the run with (sweeper.recorder reads the last result on an error).
+        # What the recorder closes the run with (sweeper.run.recorder reads the last result on an error).
         trial.update_last_result({self.metric: math.nan, STATUS_KEY: TIMEOUT_STATUS, ERROR_KEY: error,
                                   TRACEBACK_KEY: error, METRICS_KEY: {}, DURATION_KEY: elapsed_s})
         ray.kill(actor, no_restart=True)

@@ -15,7 +15,7 @@ On the fast path a trial's config also comes in its two parts (:meth:`TrialCompo
 the task's part, a fresh copy the task may keep, and the ``hydra`` node, one per process
 and rewritten in place for each trial. Hydra's ``run_job`` copies the whole config four
 times per job (twice in ``HydraConfig.set_config``, then for the task and for the
-``JobReturn``); :mod:`sweeper.job` runs the task from the two parts without them.
+``JobReturn``); :mod:`sweeper.run.job` runs the task from the two parts without them.
 :meth:`~TrialComposer.verify` allows the split only where it gives Hydra's own values,
 output directory included.
 """
@@ -159,7 +159,7 @@ class TrialComposer:
 
 @dataclass(frozen=True)
 class TrialParts:
-    """One trial's config as :func:`sweeper.job.run_split_job` takes it (see :meth:`TrialComposer.split`)."""
+    """One trial's config as :func:`sweeper.run.job.run_split_job` takes it (see :meth:`TrialComposer.split`)."""
 
     task: DictConfig
     hydra: DictConfig

@@ -21,12 +21,12 @@ heuristic; failed points are conditioned on the same way (so a crashing region i
 re-sampled) but never enter the fit of the mean.
 
 Categorical dimensions (``choice(...)``) enter the GP as intrinsic-coregionalization
-factors (Bell et al. 2022, §5.1; see :mod:`sweeper.kernels`); candidates and IVR's
+factors (Bell et al. 2022, §5.1; see :mod:`sweeper.search.kernels`); candidates and IVR's
 integration points give every combination of categories an equal share, so IVR integrates
 the variance over all of them.
 
 With ``stop_on_bayes_factor: T``, an interaction test (additive vs shared kernel, eq. 8;
-:mod:`sweeper.interaction`) runs before each batch on the results in so far, and the sweep
+:mod:`sweeper.search.interaction`) runs before each batch on the results in so far, and the sweep
 ends at the first batch boundary where ``K > T`` or ``K < 1/T``.
 
 Without ``deterministic``, a batch is planned at its first ask from whatever results are
@@ -70,15 +70,15 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from sweeper.acquisition import local_ivr_candidates, select_ivr_batch, select_ucb_batch
-from sweeper.bounded import fit_bounded_gp
-from sweeper.design import as_generator, balance_categories, factorial_design, random_design, sobol_design
 from sweeper.errors import SweeperConfigError
-from sweeper.gp import GPFit, dimension_scaled_prior, fit_gp
-from sweeper.interaction import interaction_bayes_factor
-from sweeper.kernels import KERNELS
-from sweeper.space import SearchSpace
-from sweeper.warping import MetricBounds, OutputWarp
+from sweeper.search.acquisition import local_ivr_candidates, select_ivr_batch, select_ucb_batch
+from sweeper.search.bounded import fit_bounded_gp
+from sweeper.search.design import as_generator, balance_categories, factorial_design, random_design, sobol_design
+from sweeper.search.gp import GPFit, dimension_scaled_prior, fit_gp
+from sweeper.search.interaction import interaction_bayes_factor
+from sweeper.search.kernels import KERNELS
+from sweeper.search.space import SearchSpace
+from sweeper.search.warping import MetricBounds, OutputWarp
 
 log = logging.getLogger(__name__)
 
@@ -94,7 +94,7 @@ STATE_VERSION = 2
 #: with trials shorter than a refit, re-planning would stall Tune's loop, which waits for it.
 REPLAN_SHARE = 0.25
 #: Optimiser starts of a refit when a previous fit exists (non-deterministic mode): the
-#: previous optimum, then the fixed start of :func:`sweeper.gp.fit_gp`.
+#: previous optimum, then the fixed start of :func:`sweeper.search.gp.fit_gp`.
 WARM_RESTARTS = 2
 #: Fewest finished trials the interaction test of ``stop_on_bayes_factor`` is run on.
 MIN_BAYES_FACTOR_TRIALS = 4
@@ -138,25 +138,25 @@ class PolicySettings:
     n_integration: int = 1024
     gp_restarts: int = 3
     #: Above this many results, the GP's restarts run on a seeded random subset of them and the
-    #: posterior still conditions on all (None: always fit all; see sweeper.gp.fit_gp) ...
+    #: posterior still conditions on all (None: always fit all; see sweeper.search.gp.fit_gp) ...
     gp_max_fit_points: int | None = 300
     #: ... and up to this many, the best restart is refined on all results (None: never).
     gp_refine_max_points: int | None = 1000
     #: LogNormal prior on the lengthscales of continuous dims, fitted as MAP (Hvarfner et al. 2024;
-    #: see sweeper.gp.dimension_scaled_prior); false fits by maximum likelihood. Off by default: it
+    #: see sweeper.search.gp.dimension_scaled_prior); false fits by maximum likelihood. Off by default: it
     #: did not make the efficiency benchmark's maps better (bench/efficiency.py).
     gp_lengthscale_prior: bool = False
     #: IVR only: add local random-search candidates around the best Sobol candidates
-    #: (sweeper.acquisition.local_ivr_candidates). Off by default: it helped Hartmann-6 at
+    #: (sweeper.search.acquisition.local_ivr_candidates). Off by default: it helped Hartmann-6 at
     #: n = 50 and hurt it at n = 30 and on SVC.
     ivr_local_search: bool = False
     kernel: str = "matern52-ard"
     coregion_rank: int = 1
     stop_on_bayes_factor: float | None = None
-    #: A trial running longer ends TIMEOUT and counts as failed (None: no limit); see sweeper.faults.
+    #: A trial running longer ends TIMEOUT and counts as failed (None: no limit); see sweeper.run.faults.
     trial_timeout_s: float | None = None
     #: ``[low, high]`` of the metric (either may be None): the GP models it warped so that its
-    #: predictions respect them (sweeper.warping, sweeper.bounded); None models the raw values.
+    #: predictions respect them (sweeper.search.warping, sweeper.search.bounded); None models the raw values.
     metric_bounds: Sequence[float | None] | None = None
 
     @property
@@ -272,15 +272,16 @@ class Suggestion:
 
 
 class MultiversePolicy:
-    """Ask/tell search over a :class:`~sweeper.space.SearchSpace` (no Ray, no Hydra).
+    """Ask/tell search over a :class:`~sweeper.search.space.SearchSpace` (no Ray, no Hydra).
 
     ``clock`` (seconds) tells the policy how long trials take, for the choice to re-plan a
     batch (:meth:`_replan_affordable`); a benchmark that evaluates instantly passes a
     simulated one.
 
     Example:
-        >>> from sweeper.space import SearchSpace
-        >>> space = SearchSpace.from_specs({"x": "interval(0, 1)"})
+        >>> from sweeper.search.space import SearchSpace
+        >>> from sweeper.search.grammar import parse_specs
+        >>> space = parse_specs({"x": "interval(0, 1)"})
         >>> policy = MultiversePolicy(space, PolicySettings(strategy="sobol", num_trials=4))
         >>> s = policy.ask()
         >>> policy.tell(s.index, 0.5)

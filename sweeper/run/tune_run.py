@@ -12,15 +12,15 @@ from __future__ import annotations
 
 import logging
 import math
-from pathlib import Path
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
-from sweeper.cluster import tune_experiment_path
-from sweeper.policy import PolicySettings
-from sweeper.resume import Ledger
-from sweeper.space import SearchSpace
-from sweeper.trial import TrialContext
+from sweeper.run.cluster import tune_experiment_path
+from sweeper.run.resume import Ledger
+from sweeper.run.trial import TrialContext
+from sweeper.search.policy import PolicySettings
+from sweeper.search.space import SearchSpace
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +33,14 @@ class TuneJob:
     settings: PolicySettings
     metric: str
     ray_cfg: dict[str, Any]
-    tracker: Any  # sweeper.tracking.MLflowTracker
+    tracker: Any  # sweeper.record.tracking.MLflowTracker
     parent_run_id: str
     ctx: TrialContext
     storage_path: str | None  # None: Tune's default (~/ray_results of the node running Tune)
     name: str
     ledger: Ledger | None = None  # a resumed sweep's trials in MLflow: restore Tune's experiment
     spool_path: str | None = None  # where MLflow writes wait while the tracking server is away
-    #: MLflow writes from a child process (sweeper.writer_process), off the GIL of Tune's loop;
+    #: MLflow writes from a child process (sweeper.record.writer_process), off the GIL of Tune's loop;
     #: False: a thread (inside a Ray task on the head node, which should not spawn processes).
     writer_process: bool = True
 
@@ -49,11 +49,11 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     """Run the sweep's trials; return the trial recorder and the searcher."""
     from ray import tune
 
-    from sweeper.fault_guard import FaultGuard, tolerate_oom_kills
-    from sweeper.recorder import TrialRecorder
-    from sweeper.searcher import MultiverseSearch
-    from sweeper.trial import make_trainable
-    from sweeper.writer_process import WriterProcess
+    from sweeper.record.writer_process import WriterProcess
+    from sweeper.run.fault_guard import FaultGuard, tolerate_oom_kills
+    from sweeper.run.recorder import TrialRecorder
+    from sweeper.run.searcher import MultiverseSearch
+    from sweeper.run.trial import make_trainable
 
     settings = job.settings
     searcher = MultiverseSearch(job.space, metric=job.metric, **asdict(settings))
@@ -65,7 +65,7 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     resources = job.ray_cfg["resources_per_trial"]
     bundle = {"CPU": float(resources["cpu"]), "GPU": float(resources["gpu"]), **(resources.get("custom") or {})}
     bundle = {k: float(v) for k, v in bundle.items() if v}
-    # Trial-level faults (sweeper.faults): the time limit in the worker and, as its backstop, in
+    # Trial-level faults (sweeper.run.faults): the time limit in the worker and, as its backstop, in
     # the driver; a worker killed by Ray's memory monitor fails its trial, not the sweep.
     ctx = replace(job.ctx, trial_timeout_s=settings.trial_timeout_s)
     tolerate_oom_kills()
@@ -138,7 +138,7 @@ def _restored_tuner(job: TuneJob, trainable: Any, searcher: Any, recorder: Any, 
     """
     from ray import tune
 
-    from sweeper.policy import Suggestion
+    from sweeper.search.policy import Suggestion
 
     ledger = job.ledger
     assert ledger is not None
@@ -182,6 +182,6 @@ def fitting_trials(ray: Any, bundle: dict[str, float]) -> int:
 
 
 def _trial_dirname(trial: Any) -> str:
-    from sweeper.policy import TRIAL_KEY
+    from sweeper.search.policy import TRIAL_KEY
 
     return f"trial_{int(trial.config[TRIAL_KEY]['index']):04d}_{trial.trial_id}"

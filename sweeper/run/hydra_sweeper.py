@@ -2,7 +2,7 @@
 
 :class:`SweeperImpl` validates everything before Ray starts (search space, settings,
 tracking URI, and one composed trial config), opens the sweep's MLflow parent run, starts
-or joins Ray, runs a ``ray.tune.Tuner`` with :class:`~sweeper.searcher.MultiverseSearch`,
+or joins Ray, runs a ``ray.tune.Tuner`` with :class:`~sweeper.run.searcher.MultiverseSearch`,
 and writes ``optimization_results.yaml`` to the sweep directory.
 """
 
@@ -25,19 +25,19 @@ from hydra.core.singleton import Singleton
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from sweeper.cluster import address_problem, is_client_address, runtime_env, storage_path, tune_experiment_path
-from sweeper.compose import TrialComposer
-from sweeper.conditions import capture_conditions, shipped_code
 from sweeper.environment import ENV_KEY, env_problems
 from sweeper.errors import SweeperConfigError, TrialFailuresExceeded
-from sweeper.policy import PolicySettings
-from sweeper.grammar import parse_search_space
-from sweeper.outcome import SweepOutcome, format_params
-from sweeper.resume import SweepManifest, current_command, reconcile
-from sweeper.redaction import redact_text
-from sweeper.spool import SPOOL_FILE, DurableWriter
-from sweeper.space import SearchSpace
-from sweeper.task_ref import task_ref
+from sweeper.record.conditions import capture_conditions, shipped_code
+from sweeper.record.redaction import redact_text
+from sweeper.record.spool import SPOOL_FILE, DurableWriter
+from sweeper.run.cluster import address_problem, is_client_address, runtime_env, storage_path, tune_experiment_path
+from sweeper.run.compose import TrialComposer
+from sweeper.run.outcome import SweepOutcome, format_params
+from sweeper.run.resume import SweepManifest, current_command, reconcile
+from sweeper.run.task_ref import task_ref
+from sweeper.search.grammar import parse_search_space
+from sweeper.search.policy import PolicySettings
+from sweeper.search.space import SearchSpace
 
 log = logging.getLogger(__name__)
 
@@ -139,7 +139,7 @@ class SweeperImpl:
             problems.append(f"hydra.sweeper.metric={self.metric!r} is invalid: name the key of the task's returned "
                             f"dict to model (a plain number returned is named by it). "
                             f"Try hydra.sweeper.metric=objective.")
-        from sweeper.tracking import tracking_uri_problem
+        from sweeper.record.tracking import tracking_uri_problem
 
         ray_block = self._block("ray")
         resources = ray_block.get("resources_per_trial") or {}
@@ -172,7 +172,7 @@ class SweeperImpl:
     def _composer(self, space: SearchSpace) -> TrialComposer:
         """Compose the config of the space's centre point, as every trial will, before Ray starts.
 
-        Also decides whether trials may take the fast composition path (see sweeper.compose).
+        Also decides whether trials may take the fast composition path (see sweeper.run.compose).
         """
         assert self.hydra_context is not None and self.config is not None
         composer = TrialComposer(self.hydra_context, self.config, space.fixed_overrides)
@@ -231,7 +231,7 @@ class SweeperImpl:
     def _open_records(self, manifest: SweepManifest | None, space: SearchSpace, settings: PolicySettings,
                       sweep_dir: Path, arguments: list[str]) -> tuple[Any, str]:
         """The MLflow tracker and the sweep's run: a resumed sweep's, reopened, or a new one."""
-        from sweeper.tracking import MLflowTracker
+        from sweeper.record.tracking import MLflowTracker
 
         if manifest is not None:
             tracker = MLflowTracker(manifest.tracking_uri, manifest.experiment_name)
@@ -251,7 +251,7 @@ class SweeperImpl:
         # Credentials in the config or on the command line never reach the records: the
         # tracker redacts every param and tag; the command line is redacted argument by
         # argument (exact where free text must guess), the config as a tree.
-        from sweeper.redaction import redact_overrides, redact_tree, redact_yaml_config
+        from sweeper.record.redaction import redact_overrides, redact_tree, redact_yaml_config
 
         assert self.config is not None
         run_id: str = tracker.start_run(
@@ -293,8 +293,8 @@ class SweeperImpl:
             os.environ.setdefault(key, value)
         import ray
 
-        from sweeper.trial import TrialContext
-        from sweeper.tune_run import TuneJob, run_on_head, run_tune
+        from sweeper.run.trial import TrialContext
+        from sweeper.run.tune_run import TuneJob, run_on_head, run_tune
 
         client = is_client_address(ray_cfg.get("address"))
         started_ray, env = self._start_ray(ray_cfg, client)

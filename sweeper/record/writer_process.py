@@ -6,7 +6,7 @@ hands each result to the searcher and starts the next trial) and the MLflow writ
 so every trial waited for the previous trials' records: with a task that costs nothing,
 a sweep of 200 trials spent ~95 ms per trial with its records and ~30 ms without, on 2
 cores (bench/overhead.py). :class:`WriterProcess` runs the same
-:class:`~sweeper.spool.DurableWriter` (retries, spool, order, local handles) in a child
+:class:`~sweeper.record.spool.DurableWriter` (retries, spool, order, local handles) in a child
 process and forwards each write to it through a queue, so the driver only pickles it.
 
 The handles of runs are made here, so the driver can name a run in later writes at once;
@@ -26,7 +26,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from sweeper.spool import DurableWriter, _jsonable, new_handle
+from sweeper.record.spool import DurableWriter, _jsonable, new_handle
 
 log = logging.getLogger(__name__)
 
@@ -35,7 +35,7 @@ _PARENT_CHECK_S = 1.0
 
 
 class WriterProcess:
-    """:class:`~sweeper.spool.DurableWriter`'s interface, the writing done in a child process.
+    """:class:`~sweeper.record.spool.DurableWriter`'s interface, the writing done in a child process.
 
     Args:
         tracker: the driver's ``MLflowTracker`` (its URI and experiment are reopened in the child).
@@ -113,7 +113,7 @@ class WriterProcess:
 def _serve(tracking_uri: str, experiment_name: str, experiment_id: str, spool_path: str | None,
            writes: Any, outcome: Any, parent_pid: int) -> None:
     """The child: apply each write through a DurableWriter until told to close or the driver is gone."""
-    from sweeper.tracking import MLflowTracker
+    from sweeper.record.tracking import MLflowTracker
 
     # Ctrl-C and SIGTERM reach the whole process group: the driver decides, and closes us; if
     # it dies instead, we notice below and send what reached us first.

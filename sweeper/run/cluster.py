@@ -10,7 +10,7 @@ have seen the repo, so by default the launch directory is uploaded to every node
 ``ray.runtime_env`` passes anything else of Ray's (pip, conda, container, env_vars).
 
 Nothing here talks to MLflow: every MLflow write happens in the driver (see
-:mod:`sweeper.recorder`), so workers need no route to the tracking server.
+:mod:`sweeper.run.recorder`), so workers need no route to the tracking server.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import importlib.util
 import json
 import os
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 

@@ -1,13 +1,13 @@
 """The GP surrogate: a Matern-5/2 ARD Gaussian process fitted with GPy, predicted in numpy.
 
 This is the only module in the project that imports GPy, and it does so lazily inside
-:func:`fit_gp`, so importing :mod:`sweeper.gp` is cheap. GPy is used to *fit* the
+:func:`fit_gp`, so importing :mod:`sweeper.search.gp` is cheap. GPy is used to *fit* the
 hyperparameters (type-II maximum likelihood with L-BFGS-B); everything downstream
 (prediction, acquisition functions) uses the fitted hyperparameters through the
 pure-numpy :class:`GPFit`, which is small, picklable and independent of GPy's objects.
 
 Modelling assumptions:
-    * Inputs live in the unit cube ``[0, 1]^d`` (see ``sweeper.space``).
+    * Inputs live in the unit cube ``[0, 1]^d`` (see ``sweeper.search.space``).
     * Outputs are standardised, ``(y - mean(y)) / std(y)`` (``ddof=0``; ``std = 1`` when
       it is 0 or ``n == 1``), so the kernel variance and the noise variance are on the
       standardised scale, and their bounds are data-independent.
@@ -34,9 +34,9 @@ import numpy as np
 import scipy.linalg
 from numpy.typing import NDArray
 
-from sweeper.design import as_generator
-from sweeper.kernels import CategoryFactor, KernelTerm, category_index, category_labels, kernel_family
-from sweeper.warping import OutputWarp
+from sweeper.search.design import as_generator
+from sweeper.search.kernels import CategoryFactor, KernelTerm, category_index, category_labels, kernel_family
+from sweeper.search.warping import OutputWarp
 
 log = logging.getLogger(__name__)
 
@@ -98,7 +98,7 @@ class GPFit:
     """A fitted GP: hyperparameters on the standardised scale plus its training data.
 
     Attributes:
-        terms: The covariance, a sum of :class:`~sweeper.kernels.KernelTerm` (one term for
+        terms: The covariance, a sum of :class:`~sweeper.search.kernels.KernelTerm` (one term for
             the shared kernel the sweeper searches with).
         noise_variance: Gaussian noise variance, standardised scale (for a fit from
             :func:`fit_gp`, GPy's likelihood variance plus the ``GPY_JITTER`` that GPy's
@@ -108,8 +108,8 @@ class GPFit:
         log_likelihood: Log marginal likelihood of the standardised outputs.
         X: Training inputs in the unit cube, shape ``(n, d)``.
         y: Training outputs in original units, shape ``(n,)``.
-        kernel_name: One of :data:`~sweeper.kernels.KERNELS`.
-        warp: The output warp of a bounded metric (:mod:`sweeper.warping`), or None. With a
+        kernel_name: One of :data:`~sweeper.search.kernels.KERNELS`.
+        warp: The output warp of a bounded metric (:mod:`sweeper.search.warping`), or None. With a
             warp the GP models ``warp(y)``, and :meth:`predict`, :meth:`sample_posterior`
             and :meth:`predict_mean` answer in original units, inside the bounds;
             :meth:`predict_warped` gives the Gaussian on the modelled scale.
@@ -125,7 +125,7 @@ class GPFit:
     kernel_name: str = "matern52-ard"
     warp: OutputWarp | None = None
     #: Kumaraswamy CDF ``u -> 1 - (1 - u^a)^b`` applied to column ``c`` before the kernel, per ``(c, a, b)``
-    #: (Snoek et al. 2014's input warping; see :mod:`sweeper.hyperposterior`).
+    #: (Snoek et al. 2014's input warping; see :mod:`sweeper.search.hyperposterior`).
     input_warp: tuple[tuple[int, float, float], ...] = ()
     _L: NDArray[np.float64] = field(init=False, repr=False, compare=False)
     _alpha: NDArray[np.float64] = field(init=False, repr=False, compare=False)
@@ -173,7 +173,7 @@ class GPFit:
         """Lower Cholesky factor ``L`` of ``K(X, X) + noise I`` (standardised scale), shape ``(n, n)``.
 
         Read-only use: the acquisition extends it by the pending points instead of
-        factorising ``O(n^3)`` again (see :mod:`sweeper.acquisition`).
+        factorising ``O(n^3)`` again (see :mod:`sweeper.search.acquisition`).
         """
         return self._L
 
@@ -275,7 +275,7 @@ class GPFit:
         """Posterior mean and sd in original units.
 
         Without a warp this is the Gaussian of :meth:`predict_warped`. With one, the mean and
-        sd of ``warp^{-1}(g)`` over that Gaussian (:meth:`~sweeper.warping.OutputWarp.moments`),
+        sd of ``warp^{-1}(g)`` over that Gaussian (:meth:`~sweeper.search.warping.OutputWarp.moments`),
         both inside the metric's bounds.
 
         Args:
@@ -320,7 +320,7 @@ class GPFit:
         Args:
             X: Points in the unit cube, shape ``(a, d)``.
             n_samples: Number ``S`` of joint samples, ``>= 1``.
-            seed: Seed of the standard normal draws (see :func:`sweeper.design.as_generator`).
+            seed: Seed of the standard normal draws (see :func:`sweeper.search.design.as_generator`).
 
         Returns:
             Samples of ``f``, shape ``(S, a)``; row ``s`` is one function drawn from the
@@ -477,7 +477,7 @@ def fit_gp(
     The covariance is a sum of terms (default: one term over every column); each is a
     stationary kernel (``kernel``) over its continuous columns times an intrinsic
     coregionalization factor ``B = W Wᵀ + diag(kappa)`` of rank ``rank`` for each of its
-    categorical columns (see :mod:`sweeper.kernels`). When a term has factors, its
+    categorical columns (see :mod:`sweeper.search.kernels`). When a term has factors, its
     stationary variance is fixed to 1: the factors carry the scale.
 
     Restart 0 starts from lengthscale 0.3, variance 1, noise 1e-2, ``W = 0.5``, ``kappa
@@ -507,7 +507,7 @@ def fit_gp(
     follow the usual sequence (the fixed start, then random ones). A refit after a few more
     results converges from it in a handful of L-BFGS-B iterations; the fixed start guards
     against the warm one staying in a basin the new results have left (see
-    :class:`sweeper.policy.MultiversePolicy`). Above ``max_fit_points`` with a refinement,
+    :class:`sweeper.search.policy.MultiversePolicy`). Above ``max_fit_points`` with a refinement,
     the warm start skips the subset: it is scored on all observations next to the other
     restarts' subset optima, and the refinement starts from the best of them (usually the
     warm one, which then converges in a few iterations). An ``init`` of another layout
@@ -521,13 +521,13 @@ def fit_gp(
     Args:
         X: Inputs in the unit cube, shape ``(n, d)``, ``n >= 1``.
         y: Outputs in original units, shape ``(n,)``, finite.
-        seed: Seed of the restarts (see :func:`sweeper.design.as_generator`).
+        seed: Seed of the restarts (see :func:`sweeper.search.design.as_generator`).
         n_restarts: Number of L-BFGS-B runs, ``>= 1``.
         noise_floor: Lower bound of the noise variance (standardised scale).
         max_iters: Iteration limit of each L-BFGS-B run.
         categories: Categorical columns: column -> number of categories ``k >= 2``;
             the category of a coordinate ``u`` is ``floor(u k)``.
-        kernel: One of :data:`~sweeper.kernels.KERNELS`.
+        kernel: One of :data:`~sweeper.search.kernels.KERNELS`.
         terms: Groups of columns, one additive term each, together every column once;
             ``[[0], [1], ...]`` is the additive kernel of the interaction test.
         rank: Rank of every ``W``, ``>= 1``.
@@ -539,7 +539,7 @@ def fit_gp(
         lengthscale_prior: ``(mu, sigma)`` of a LogNormal prior on every continuous
             lengthscale, ``sigma > 0`` (None: maximum likelihood).
         warp: A fixed output warp of a bounded metric: the GP models ``warp(y)`` (see
-            :mod:`sweeper.warping`; :func:`sweeper.bounded.fit_bounded_gp` learns one).
+            :mod:`sweeper.search.warping`; :func:`sweeper.search.bounded.fit_bounded_gp` learns one).
 
     Returns:
         The fit with the highest log marginal likelihood found (on the subset, or on all

@@ -13,7 +13,7 @@ rescaled to (0, 1)::
     r = (y - low) / (high - low),  p = 1 - (1 - r^a)^b,  w(y) = logit(p) = log p - log(1 - p)
 
 ``a = b = 1`` is the plain logit. The two shape parameters are learned from the data (by
-:mod:`sweeper.bounded` and :mod:`sweeper.hyperposterior`): a GP likes outputs that vary
+:mod:`sweeper.search.bounded` and :mod:`sweeper.search.hyperposterior`): a GP likes outputs that vary
 about equally everywhere, and a real accuracy map varies a lot across its cliffs and very
 little along its ceiling, so the warp that maximises the marginal likelihood of the warped
 GP, Jacobian included (Snelson, Rasmussen & Ghahramani 2004, eq. 6), stretches the ceiling
@@ -21,7 +21,7 @@ and squeezes the cliff. That is the bounded analogue of Snelson et al.'s warped 
 the Kumaraswamy CDF that BoTorch uses to warp inputs (Snoek et al. 2014) as its flexible
 monotone family on (0, 1). One bound: ``w(y) = log(y - low)`` or ``-log(high - y)``. The
 analysis may rescale onto ``[low, top]`` with a ceiling ``top`` below ``high`` that it learns
-(:attr:`OutputWarp.top`, :mod:`sweeper.hyperposterior`): the model then saturates there.
+(:attr:`OutputWarp.top`, :mod:`sweeper.search.hyperposterior`): the model then saturates there.
 
 Values exactly on a bound (a training accuracy of 1.0) have no finite logit. They are
 placed ``eps`` inside the bound (:func:`squeeze_for`): half the distance from the bound to
@@ -190,7 +190,7 @@ class OutputWarp:
         b: Kumaraswamy shape applied to ``1 - r^a``.
         eps: Where values on a bound go: a fraction of the range (two bounds), or units (one).
         top: A ceiling below the upper bound (two bounds only): the value is rescaled onto
-            ``[low, top]``, so the model saturates there (:mod:`sweeper.hyperposterior` learns
+            ``[low, top]``, so the model saturates there (:mod:`sweeper.search.hyperposterior` learns
             it); None is the bound itself.
     """
 

@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
-from sweeper.conditions import measurement_record
-from sweeper.outcome import TrialRecord, format_params
-from sweeper.redaction import redact_tree
-from sweeper.searcher import TRIAL_KEY
-from sweeper.spool import DurableWriter
-from sweeper.trial import (
+from sweeper.record.conditions import measurement_record
+from sweeper.record.redaction import redact_tree
+from sweeper.record.spool import DurableWriter
+from sweeper.run.outcome import TrialRecord, format_params
+from sweeper.run.searcher import TRIAL_KEY
+from sweeper.run.trial import (
     CONDITIONS_KEY,
     CONFIG_KEY,
     DURATION_KEY,
@@ -39,8 +39,8 @@ from sweeper.trial import (
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
 
-    from sweeper.policy import BayesFactorCheck
-    from sweeper.tracking import MLflowTracker
+    from sweeper.record.tracking import MLflowTracker
+    from sweeper.search.policy import BayesFactorCheck
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ class TrialRecorder(Callback):
         num_trials: the planned number of trials (for the console line).
         strategy: recorded on each trial.
         spool_path: where writes wait while the tracking server is away.
-        writer: the writer to use, e.g. a :class:`~sweeper.writer_process.WriterProcess`.
+        writer: the writer to use, e.g. a :class:`~sweeper.record.writer_process.WriterProcess`.
     """
 
     def __init__(self, tracker: MLflowTracker, parent_run_id: str, metric: str, num_trials: int,
@@ -70,7 +70,7 @@ class TrialRecorder(Callback):
         self._last_step: dict[int, int] = {}  # trial index -> last per-step metric step
         self._by_trial: dict[str, TrialRecord] = {}
         self._adopted: dict[int, TrialRecord] = {}  # index -> a trial that ended before a resume
-        #: A DurableWriter (a thread of this process) unless given one (sweeper.writer_process).
+        #: A DurableWriter (a thread of this process) unless given one (sweeper.record.writer_process).
         self.writer: Any = writer if writer is not None else DurableWriter(tracker, spool_path)
 
     def __getstate__(self) -> dict[str, Any]:
@@ -161,9 +161,9 @@ class TrialRecorder(Callback):
 
     def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         """Close the run with the trial's own last result if it sent one before its worker ended
-        (a TIMEOUT: see sweeper.faults), else with Ray's reason, made readable."""
-        from sweeper.fault_guard import trial_error_text
-        from sweeper.faults import worker_error_message
+        (a TIMEOUT: see sweeper.run.faults), else with Ray's reason, made readable."""
+        from sweeper.run.fault_guard import trial_error_text
+        from sweeper.run.faults import worker_error_message
 
         record = self._by_trial.pop(trial.trial_id, None)
         if record is not None:
@@ -176,8 +176,8 @@ class TrialRecorder(Callback):
 
     def on_trial_recover(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         """The worker failed and Tune retries: close this attempt's run; the retry gets a new one."""
-        from sweeper.fault_guard import trial_error_text
-        from sweeper.faults import worker_error_message
+        from sweeper.run.fault_guard import trial_error_text
+        from sweeper.run.faults import worker_error_message
 
         record = self._by_trial.pop(trial.trial_id, None)
         if record is not None:

@@ -22,7 +22,7 @@ state, as under the basic launcher (``multiprocessing`` does the like for a spaw
 config's ``_target_: __main__.Model`` instantiates the script's class. In the driver (and
 where the worker's ``__main__`` is the script) the function itself is used.
 
-:class:`sweeper.trial.TrialContext` holds the reference as its first field, so that the
+:class:`sweeper.run.trial.TrialContext` holds the reference as its first field, so that the
 script is imported before anything else of the context (a config whose node is a dataclass
 of the script) is unpickled.
 """

@@ -1,7 +1,7 @@
 """Acquisition functions over a fitted GP: integrated variance reduction and batch UCB.
 
 Everything here is vectorised numpy/scipy on the *standardised* scale of a
-:class:`sweeper.gp.GPFit`, and uses only ``gp.kernel``, ``gp.kernel_diag``,
+:class:`sweeper.search.gp.GPFit`, and uses only ``gp.kernel``, ``gp.kernel_diag``,
 ``gp.noise_variance`` and ``gp.predict`` (plus, where present, ``gp.X`` and
 ``gp.cholesky``, to reuse the fit's factor at large n), so a GP can be mocked in tests.
 
@@ -35,10 +35,10 @@ import numpy as np
 import scipy.linalg
 from numpy.typing import NDArray
 
-from sweeper.gp import cholesky_with_jitter
+from sweeper.search.gp import cholesky_with_jitter
 
 if TYPE_CHECKING:
-    from sweeper.gp import GPFit
+    from sweeper.search.gp import GPFit
 
 log = logging.getLogger(__name__)
 

@@ -18,11 +18,11 @@ ceiling, and the log shapes of an input warp of every continuous dim, from
 
     p(theta | y) ∝ p(y | theta) p(theta)
 
-with ``p(y | theta)`` the warped likelihood of :func:`sweeper.bounded.warped_log_likelihood`
+with ``p(y | theta)`` the warped likelihood of :func:`sweeper.search.bounded.warped_log_likelihood`
 and weakly informative priors on the standardised scale: lengthscales LogNormal(sqrt 2 +
 log(d) / 2, sqrt 3) (Hvarfner et al. 2024, ``d`` the term's continuous dims), signal
 variance and kappa LogNormal(0, 1) and (0, 1.5), ``W`` N(0, 1); each inside the boxes of
-:mod:`sweeper.gp`. Every kept draw is a :class:`~sweeper.gp.GPFit` (with its own warp and
+:mod:`sweeper.search.gp`. Every kept draw is a :class:`~sweeper.search.gp.GPFit` (with its own warp and
 standardisation) conditioned on all trials; predictions are the equal-weight mixture.
 
 The input warp (Snoek et al. 2014, BoTorch's ``Warp``) maps each continuous coordinate
@@ -31,7 +31,7 @@ The input warp (Snoek et al. 2014, BoTorch's ``Warp``) maps each continuous coor
 learning rate that diverges) stretched and a plateau squeezed. It belongs to the analysis
 only; the search keeps its plain kernel.
 
-The ceiling (:attr:`sweeper.warping.OutputWarp.top`): a real accuracy map often saturates
+The ceiling (:attr:`sweeper.search.warping.OutputWarp.top`): a real accuracy map often saturates
 below its bound: a plateau at one value (an SVC at 164 of 171 test points over a wide
 region), with the best configurations tied there. A GP, warped or not, interpolates between
 such ties with bumps above them, and random search's expected best score under it
@@ -80,7 +80,7 @@ loss) opts into this model.
 
 Cost: one likelihood evaluation is one Cholesky of the ``n x n`` covariance. The sampler
 runs on at most ``MAX_SAMPLER_POINTS`` trials (a seeded subset that keeps every category,
-:func:`sweeper.gp.fit_subset`; a broader, so conservative, posterior), and the number of
+:func:`sweeper.search.gp.fit_subset`; a broader, so conservative, posterior), and the number of
 kept draws falls with ``n`` (:func:`members_for`): above a few thousand trials the
 hyperparameters are known well and the mixture is the single fit. At 32 trials it takes
 about a second.
@@ -108,9 +108,9 @@ import numpy as np
 import scipy.linalg
 from numpy.typing import ArrayLike, NDArray
 
-from sweeper.bounded import fit_bounded_gp, warped_log_likelihood
-from sweeper.design import as_generator
-from sweeper.gp import (
+from sweeper.search.bounded import fit_bounded_gp, warped_log_likelihood
+from sweeper.search.design import as_generator
+from sweeper.search.gp import (
     KAPPA_BOUNDS,
     LENGTHSCALE_BOUNDS,
     NOISE_MAX,
@@ -122,8 +122,8 @@ from sweeper.gp import (
     fit_subset,
     warp_inputs,
 )
-from sweeper.kernels import CategoryFactor, KernelTerm, category_labels
-from sweeper.warping import SHAPE_BOUNDS, MetricBounds, OutputWarp
+from sweeper.search.kernels import CategoryFactor, KernelTerm, category_labels
+from sweeper.search.warping import SHAPE_BOUNDS, MetricBounds, OutputWarp
 
 #: Most trials the sampler's likelihood is evaluated on (a seeded subset above it).
 MAX_SAMPLER_POINTS = 150
@@ -363,7 +363,7 @@ def slice_sample(
 class GPEnsemble:
     """Equal-weight mixture of GP fits, one per posterior draw of the hyperparameters.
 
-    The same questions as a :class:`~sweeper.gp.GPFit` (``predict``, ``sample_posterior``,
+    The same questions as a :class:`~sweeper.search.gp.GPFit` (``predict``, ``sample_posterior``,
     ``predict_mean``), answered by the mixture in original units (inside the bounds of a
     bounded metric); ``point`` is the maximum-likelihood fit the sampler started from, whose
     hyperparameters, factors and likelihood describe the model in reports.
@@ -565,7 +565,7 @@ def fit_posterior(
         kernel: Stationary kernel family.
         rank: Coregionalization rank.
         n_restarts: Restarts of the maximum-likelihood fit.
-        terms: Additive terms (see :func:`sweeper.gp.fit_gp`).
+        terms: Additive terms (see :func:`sweeper.search.gp.fit_gp`).
         kept: Posterior draws to keep (default: :func:`members_for` with bounds, 1 without; 1 is
             the point fit alone).
 

@@ -1,7 +1,7 @@
 """MLflow writes that survive a tracking-server outage: retried, then spooled to disk, then sent.
 
 The sweep's records go through one :class:`DurableWriter` thread, in order (for the trials,
-in a process of its own: :mod:`sweeper.writer_process`). A write that
+in a process of its own: :mod:`sweeper.record.writer_process`). A write that
 fails because the server cannot be reached is retried with backoff (1, 2, 4, 8 s); if the
 server is still away, that write and every later one go to a spool file in the sweep dir
 (JSON lines, one write each, texts inline), and the writer tries to send the spool every few
@@ -63,7 +63,7 @@ class DurableWriter:
     """Runs a sweep's MLflow writes in one thread, in order, retrying and spooling through outages.
 
     Args:
-        tracker: the :class:`~sweeper.tracking.MLflowTracker` that performs the writes.
+        tracker: the :class:`~sweeper.record.tracking.MLflowTracker` that performs the writes.
         spool_path: where writes wait while the store is unreachable (None: no spool; an
             unreachable store then loses the writes, each reported in :attr:`failures`).
         retry_delays_s: waits between attempts of one write before it is spooled.

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from sweeper.errors import SweeperConfigError
-from sweeper.outcome import TrialRecord
-from sweeper.space import SearchSpace
+from sweeper.run.outcome import TrialRecord
+from sweeper.search.space import SearchSpace
 
 MANIFEST_FILE = "sweep.json"
 MANIFEST_VERSION = 1
@@ -174,7 +174,7 @@ def find_sweep_dir(ref: str, tracking_uri: str) -> Path:
         raise SweeperConfigError(
             f"{ref} is neither a sweep directory nor an MLflow run id: give the sweep's directory (its "
             f"`sweep_dir` tag in MLflow) or its parent run id; `sweeper trials --experiment NAME` lists sweeps.")
-    from sweeper.tracking import TAG_PREFIX, get_run
+    from sweeper.record.tracking import TAG_PREFIX, get_run
 
     try:
         run = get_run(tracking_uri, ref)

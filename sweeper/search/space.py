@@ -19,7 +19,7 @@ trial as fixed overrides. Every mapping satisfies ``from_unit(to_unit(v)) == v``
 legal value ``v`` (up to float rounding for ``FloatDim``) and ``from_unit`` stays inside
 the bounds for every ``u`` in ``[0, 1]``, both ends included.
 
-Parsing the grammar lives in :mod:`sweeper.grammar` (it imports Hydra); the numeric part
+Parsing the grammar lives in :mod:`sweeper.search.grammar` (it imports Hydra); the numeric part
 of this module needs nothing but numpy.
 """
 
@@ -293,7 +293,8 @@ class SearchSpace:
     """Named dimensions plus the overrides every trial gets unchanged.
 
     Example:
-        >>> space = SearchSpace.from_specs({"C": "tag(log, interval(1e-3, 1e3))", "k": "a,b"})
+        >>> from sweeper.search.grammar import parse_specs
+        >>> space = parse_specs({"C": "tag(log, interval(1e-3, 1e3))", "k": "a,b"})
         >>> space.from_unit([0.5, 0.9])
         [{'C': 1.0, 'k': 'b'}]
         >>> space.to_overrides({"C": 1.0, "k": "b"})
@@ -386,14 +387,3 @@ class SearchSpace:
             kwargs = {k: tuple(v) if k in _TUPLE_FIELDS else v for k, v in item.items() if k != "kind"}
             dims.append(_KINDS[item["kind"]](**kwargs))
         return cls(tuple(dims), tuple(data.get("fixed_overrides", ())))
-
-    @classmethod
-    def from_specs(cls, specs: Mapping[str, Any]) -> SearchSpace:
-        """Build a space from ``{name: grammar text}``, e.g. ``{"k": "choice(rbf, linear)"}``.
-
-        Raises:
-            SweeperConfigError: listing every invalid entry.
-        """
-        from sweeper.grammar import parse_search_space
-
-        return parse_search_space(specs, (), params_key="")

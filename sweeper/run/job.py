@@ -7,7 +7,7 @@ that takes milliseconds this is most of a trial's cost in its worker. :func:`run
 does the same steps, in the same order, with the same observable results (``HydraConfig``
 during the task, working directory, job logging, ``.hydra/config.yaml``, ``hydra.yaml`` and
 ``overrides.yaml`` byte for byte, ``hydra.job.env_set``, the ``JobReturn``), from the task
-config and the process's one hydra config that :meth:`sweeper.compose.TrialComposer.split`
+config and the process's one hydra config that :meth:`sweeper.run.compose.TrialComposer.split`
 gives, and writes the YAML files with libyaml's emitter where PyYAML has it.
 
 Hydra callbacks (``hydra.callbacks``) receive the whole config, so a sweep that has any
@@ -29,7 +29,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import OmegaConf
 from omegaconf._utils import get_omega_conf_dumper
 
-from sweeper.compose import TrialParts
+from sweeper.run.compose import TrialParts
 
 _PyDumper = get_omega_conf_dumper()
 

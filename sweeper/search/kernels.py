@@ -1,6 +1,6 @@
 """Covariance functions of the GP surrogate, in numpy: stationary kernels times coregionalization.
 
-A point lives in the unit cube ``[0, 1]^d`` (see :mod:`sweeper.space`). Continuous, integer
+A point lives in the unit cube ``[0, 1]^d`` (see :mod:`sweeper.search.space`). Continuous, integer
 and grid dimensions are continuous coordinates; a categorical dimension with ``k`` choices
 is a column whose cell ``floor(u k)`` is the category. The covariance is a sum of
 :class:`KernelTerm` s; each term is a stationary kernel over its continuous columns times
@@ -12,11 +12,11 @@ with ``B_c = W_c W_cᵀ + diag(kappa_c)`` (the intrinsic coregionalization model
 ``k x rank``). On a full grid of category combinations this is the Kronecker product
 ``B_model ⊗ B_dataset ⊗ k(X, X)`` of the paper. One term over every column is the shared
 kernel the sweeper searches with; one term per column is the additive kernel of the
-interaction test (:mod:`sweeper.interaction`).
+interaction test (:mod:`sweeper.search.interaction`).
 
 This module is pure numpy: it is what predictions and acquisition functions evaluate, and
 it matches GPy's ``Matern52``/``RBF``/``Coregionalize`` to rounding (tested), which
-:mod:`sweeper.gp` uses to fit the hyperparameters.
+:mod:`sweeper.search.gp` uses to fit the hyperparameters.
 
 References:
     Rasmussen, C. E., & Williams, C. K. I. (2006). Gaussian Processes for Machine

@@ -19,7 +19,7 @@ dimension with one that shares a single kernel over ``(i, j)`` and is additive o
 rest: it isolates the interaction of that pair.
 
 Categorical dimensions enter both models as coregionalization factors (see
-:mod:`sweeper.kernels`): alone in the additive model, multiplying the stationary kernel
+:mod:`sweeper.search.kernels`): alone in the additive model, multiplying the stationary kernel
 in the shared one. Both models are fitted to the same standardised outputs, so their log
 marginal likelihoods are comparable.
 
@@ -40,8 +40,8 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from sweeper.gp import fit_gp
-from sweeper.warping import OutputWarp
+from sweeper.search.gp import fit_gp
+from sweeper.search.warping import OutputWarp
 
 #: ``|log10 K|`` above which the verdict is conclusive (K > 10 or K < 0.1).
 CONCLUSIVE_LOG10 = 1.0
@@ -106,7 +106,7 @@ def interaction_bayes_factor(
         categories: Categorical columns -> number of categories (cell coding).
         pair: Test only this pair of dims (shared over the pair, additive elsewhere);
             None tests all dims at once.
-        kernel: The stationary family of both models (:data:`sweeper.kernels.KERNELS`).
+        kernel: The stationary family of both models (:data:`sweeper.search.kernels.KERNELS`).
         seed: Seed of both fits' restarts.
         n_restarts: Optimiser restarts of each fit.
         additive_log_likelihood: The additive model's optimised log marginal likelihood
@@ -114,7 +114,7 @@ def interaction_bayes_factor(
             share it); None fits it.
         max_fit_points: Above this many results, both models' hyperparameters are fitted
             on the same seeded subset (categories kept) and their likelihoods taken on all
-            results (:func:`sweeper.gp.fit_gp`); None fits on all of them. A sweep's
+            results (:func:`sweeper.search.gp.fit_gp`); None fits on all of them. A sweep's
             in-flight test passes its searcher's setting, so the test scales as the search does.
         refine_max_points: Up to this many results, a subset fit is refined on all of them.
         warp: The output warp of a bounded metric, the same for both models (so their

@@ -1,7 +1,7 @@
 """GP fits of a bounded metric: the warp's shapes and the GP's hyperparameters, learned together.
 
-:func:`fit_bounded_gp` is :func:`sweeper.gp.fit_gp` on ``warp(y)`` (see
-:mod:`sweeper.warping`) with the warp's two Kumaraswamy shapes ``(a, b)`` chosen by the
+:func:`fit_bounded_gp` is :func:`sweeper.search.gp.fit_gp` on ``warp(y)`` (see
+:mod:`sweeper.search.warping`) with the warp's two Kumaraswamy shapes ``(a, b)`` chosen by the
 same criterion as the hyperparameters: the marginal likelihood of the *original* values,
 ``log p(z | X) - n log s + sum_i log w'(y_i)`` (Snelson et al. 2004, eq. 6; ``s`` the
 standardising sd), plus a LogNormal(0, 1) prior on each shape that keeps them near the
@@ -9,7 +9,7 @@ plain logit unless the data say otherwise (a MAP estimate of the warp).
 
 It alternates (coordinate ascent, each step raising the objective):
 
-1. fit the GP's hyperparameters on the current warp (:func:`sweeper.gp.fit_gp`: restarts,
+1. fit the GP's hyperparameters on the current warp (:func:`sweeper.search.gp.fit_gp`: restarts,
    subsets and warm starts as usual);
 2. with the covariance fixed, maximise over ``(log a, log b)``: only ``z`` changes, so each
    evaluation is two triangular solves against the fit's Cholesky factor (``O(n^2)``);
@@ -33,12 +33,12 @@ import scipy.linalg
 import scipy.optimize
 from numpy.typing import ArrayLike, NDArray
 
-from sweeper.gp import GPFit, fit_gp
-from sweeper.warping import SHAPE_BOUNDS, MetricBounds, OutputWarp
+from sweeper.search.gp import GPFit, fit_gp
+from sweeper.search.warping import SHAPE_BOUNDS, MetricBounds, OutputWarp
 
 log = logging.getLogger(__name__)
 
-#: sd of the LogNormal(0, sd) prior on each Kumaraswamy shape (the same in sweeper.hyperposterior).
+#: sd of the LogNormal(0, sd) prior on each Kumaraswamy shape (the same in sweeper.search.hyperposterior).
 SHAPE_PRIOR_SD = 1.0
 #: Stop alternating once both shapes move by less than this (log units).
 SHAPE_TOL = 0.05
@@ -55,7 +55,7 @@ def warped_log_likelihood(warp: OutputWarp, y: NDArray[np.float64], L: NDArray[n
     """``log p(y)`` of original values under a GP on standardised ``warp(y)`` with covariance factor ``L``.
 
     ``log N(z; 0, L L^T) - n log s + sum log w'(y)``, ``z = (w(y) - mean) / s`` (the data's own
-    mean and sd, as :func:`sweeper.gp.fit_gp` standardises).
+    mean and sd, as :func:`sweeper.search.gp.fit_gp` standardises).
     """
     g = warp.forward(y)
     if not np.all(np.isfinite(g)):
@@ -73,7 +73,7 @@ def warped_log_likelihood(warp: OutputWarp, y: NDArray[np.float64], L: NDArray[n
 def best_shapes(gp: GPFit, warp: OutputWarp, prior_sd: float = SHAPE_PRIOR_SD) -> tuple[float, float]:
     """The shapes ``(a, b)`` that maximise the warped likelihood plus prior with ``gp``'s covariance fixed.
 
-    L-BFGS-B over ``(log a, log b)`` inside :data:`~sweeper.warping.SHAPE_BOUNDS`, from the
+    L-BFGS-B over ``(log a, log b)`` inside :data:`~sweeper.search.warping.SHAPE_BOUNDS`, from the
     current shapes and from the plain logit; the better optimum wins.
     """
     y, L = gp.y, gp.cholesky
@@ -106,7 +106,7 @@ def fit_bounded_gp(
         rounds: Most refits of the hyperparameters after the first.
         shape_prior_sd: sd of the shapes' LogNormal(0, sd) prior (the searcher's default, 1;
             the analysis starts its sampler from the MAP under its own, wider prior).
-        **fit_kwargs: Passed to :func:`sweeper.gp.fit_gp` (``seed``, ``categories``, ``init``, ...).
+        **fit_kwargs: Passed to :func:`sweeper.search.gp.fit_gp` (``seed``, ``categories``, ``init``, ...).
             Later rounds start warm from the previous round's fit with 2 restarts.
 
     Returns:
