@@ -46,7 +46,7 @@ Hartmann-6's figures ten times smaller; the issue's quoted numbers match the sd.
 kept in the JSON. Two tables per run:
 
 - **same surrogate**: every strategy's first n points scored by one model,
-  ``sweeper.search.gp.fit_gp`` (Matern-5/2 ARD, 3 restarts, seed 0) with no output or input
+  ``sweeper.search.gp_fit.fit_gp`` (Matern-5/2 ARD, 3 restarts, seed 0) with no output or input
   transform: only the choice of points differs;
 - **own model**: each tool's own map where it has one: Emukit's GPy model, BoTorch's
   ``SingleTaskGP`` posterior mean, ours the model the policy fits; ``sobol`` / ``random`` / ``ucb`` have none of their
@@ -322,7 +322,7 @@ def one_run(function: str, strategy: str, seed: int, ns: list[int],
 
 def shared_surrogate_mean(X: NDArray[np.float64], y: NDArray[np.float64], X_test: NDArray[np.float64]) -> NDArray[np.float64]:
     """The yardstick: plain ``fit_gp`` (Matern-5/2 ARD, 3 restarts, seed 0), posterior mean."""
-    from sweeper.search.gp import fit_gp
+    from sweeper.search.gp_fit import fit_gp
 
     return fit_gp(X, y, seed=0, n_restarts=3).predict(X_test)[0]
 
@@ -349,7 +349,8 @@ def policy_points(strategy: str, d: int, seed: int, n: int, f: Callable[..., Any
                   overrides: dict[str, Any] | None = None) -> NDArray[np.float64]:
     """Drive :class:`MultiversePolicy` as the Tune searcher does with one worker: ask, evaluate, tell."""
     from sweeper.search.grammar import parse_specs
-    from sweeper.search.policy import MultiversePolicy, PolicySettings
+    from sweeper.search.policy import MultiversePolicy
+    from sweeper.search.settings import PolicySettings
 
     name, batch = POLICY_STRATEGIES[strategy]
     space = parse_specs({f"x{i}": "interval(0, 1)" for i in range(d)})

@@ -202,10 +202,12 @@ def searcher_time(n: int, concurrency: int) -> dict[str, Any]:
     separately by wrapping the functions the policy calls. GPy is imported before timing
     (the real driver pays that once, at its first GP ask).
     """
+    import sweeper.search.gp_batch as gp_batch_module
     import sweeper.search.policy as policy_module
-    from sweeper.search.gp import fit_gp
+    from sweeper.search.gp_fit import fit_gp
     from sweeper.search.grammar import parse_specs
-    from sweeper.search.policy import MultiversePolicy, PolicySettings
+    from sweeper.search.policy import MultiversePolicy
+    from sweeper.search.settings import PolicySettings
 
     fit_gp([[0.0], [1.0]], [0.0, 1.0], seed=0, n_restarts=1)  # import GPy, untimed
     # The policy's GP fits, its batches and its Sobol designs.
@@ -220,9 +222,11 @@ def searcher_time(n: int, concurrency: int) -> dict[str, Any]:
                 spent[name].append(time.perf_counter() - t)
         return wrapper
 
-    originals = {name: getattr(policy_module, name) for name in spent}
-    for name, fn in originals.items():
-        setattr(policy_module, name, timed(name, fn))
+    # Where the policy calls them: its own module (the Sobol design) and its GP step's.
+    originals = {(module, name): getattr(module, name) for module in (policy_module, gp_batch_module)
+                 for name in spent if hasattr(module, name)}
+    for (module, name), fn in originals.items():
+        setattr(module, name, timed(name, fn))
     try:
         policy = MultiversePolicy(parse_specs(SPACE),
                                   PolicySettings(strategy="ivr", num_trials=n, n_initial=8, batch_size=8, seed=0))
@@ -241,8 +245,8 @@ def searcher_time(n: int, concurrency: int) -> dict[str, Any]:
             if not policy.is_finished and (nxt := ask()) is not None:
                 running.append(nxt)
     finally:
-        for name, fn in originals.items():
-            setattr(policy_module, name, fn)
+        for (module, name), fn in originals.items():
+            setattr(module, name, fn)
     gp_asks = asks[8:]
     return {"trials": n, "concurrency": concurrency, "total_s": sum(asks),
             "median_gp_ask_ms": 1e3 * median(gp_asks), "max_ask_ms": 1e3 * max(asks),

@@ -41,8 +41,9 @@ from bench.functions import branin, hartmann6
 from bench.report import fmt, markdown_table, median, write_results
 from sweeper.search.acquisition import select_ivr_batch
 from sweeper.search.design import sobol_design
-from sweeper.search.gp import GPFit, fit_gp
-from sweeper.search.policy import single_threaded_blas
+from sweeper.search.gp import GPFit
+from sweeper.search.gp_batch import single_threaded_blas
+from sweeper.search.gp_fit import fit_gp
 
 FUNCTIONS: dict[str, tuple[Callable[[NDArray[np.float64]], NDArray[np.float64]], int]] = {
     "branin": (branin, 2),

@@ -88,7 +88,7 @@ def write_synthetic_sweep(tracking_uri: str, experiment: str, n_trials: int, *, 
         config = {"env.seed": env_seed, "env.threads": threads, "epochs": 10, "data.name": "synthetic",
                   **{f"model.layer{j}.width": 64 for j in range(8)}, **{f"optim.opt{j}": 0.9 for j in range(8)}}
         duration = float(rng.uniform(1.0, 3.0))
-        tags = {**conditions, "seed": str(env_seed), f"threads.openblas": str(threads), "pid": str(1000 + i % 2),
+        tags = {**conditions, "seed": str(env_seed), "threads.openblas": str(threads), "pid": str(1000 + i % 2),
                 "status": "FAILED" if failed else "FINISHED", "duration_s": duration,
                 "error": "ValueError: synthetic failure" if failed else None}
         metrics = {} if failed else {"score": score, "train_score": min(1.0, score + 0.05), "loss": 1 - score}

@@ -13,7 +13,8 @@ from sweeper.record.metrics import log_metrics
 if TYPE_CHECKING:
     from sweeper.environment import apply_environment
     from sweeper.run.searcher import MultiverseSearch
-    from sweeper.search.policy import MultiversePolicy, PolicySettings, Suggestion
+    from sweeper.search.policy import MultiversePolicy, Suggestion
+    from sweeper.search.settings import PolicySettings
     from sweeper.search.space import SearchSpace
 
 __version__ = "0.1.0"
@@ -34,7 +35,7 @@ __all__ = [
 _LAZY = {
     "MultiverseSearch": "sweeper.run.searcher",
     "MultiversePolicy": "sweeper.search.policy",
-    "PolicySettings": "sweeper.search.policy",
+    "PolicySettings": "sweeper.search.settings",
     "Suggestion": "sweeper.search.policy",
     "SearchSpace": "sweeper.search.space",
     "apply_environment": "sweeper.environment",

@@ -65,7 +65,7 @@ from sweeper.analysis.multiverse_plots import (
 from sweeper.report.build import SWEEP_BOUNDS, ReportError, _finite, log_files, resolve_bounds, trial_points
 from sweeper.report.document import OutputDir
 from sweeper.report.filtering import TrialFilter, parse_filter, select_trials
-from sweeper.search.gp import fit_subset
+from sweeper.search.gp_fit import fit_subset
 from sweeper.search.interaction import CONCLUSIVE_LOG10
 from sweeper.search.kernels import KERNELS, category_labels
 from sweeper.search.loo import LOOCheck, loo_check
@@ -133,7 +133,7 @@ def _excluded_points(space: Any, points: list[dict[str, Any]]) -> np.ndarray:
     return np.array(rows).reshape(-1, space.d)
 
 
-# One BLAS thread for the GP work, as in the searcher (sweeper.search.policy.single_threaded_blas): threaded
+# One BLAS thread for the GP work, as in the searcher (sweeper.search.gp_batch.single_threaded_blas): threaded
 # OpenBLAS on a busy machine slows small factorisations 5-20x (surrogate fit of a 10,000-trial
 # report at load 8 on 2 cores: 74 s threaded, 3-5 s on one thread).
 @threadpool_limits.wrap(limits=1, user_api="blas")
@@ -290,7 +290,7 @@ def _markdown(records: SweepRecords, s: dict[str, Any]) -> str:
              f"{' by `' + s['filter'] + '`' if s['filter'] else ''}; GP fitted on {t['fit']}).", "",
              "## Interaction tests (Bayes factors)", ""]
     inter = s["interaction"]
-    lines += [f"| dims | log10 K | verdict |", "|---|---|---|"] + [
+    lines += ["| dims | log10 K | verdict |", "|---|---|---|"] + [
         f"| {r['dims']} | {r['log10_K']:.2f} | {r['verdict']} |" for r in inter.get("tests", [])]
     lines += ["", f"Thresholds: {inter['thresholds']}.", "", "## Sensitivity (Sobol indices of the posterior mean)",
               "", "| dim | main | total |", "|---|---|---|"] + [

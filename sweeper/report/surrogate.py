@@ -135,7 +135,7 @@ def surrogate_curve(
         seed: Seeds the GP restarts, the points and the samples.
         max_fit_points: Largest number of trials the GP is fitted on.
         level: Coverage of the band.
-        categories: Categorical columns of ``X`` -> number of choices (see :func:`sweeper.search.gp.fit_gp`).
+        categories: Categorical columns of ``X`` -> number of choices (see :func:`sweeper.search.gp_fit.fit_gp`).
         bounds: The metric's declared bounds (the GP models it warped, inside them), or None.
 
     Returns:
@@ -165,7 +165,7 @@ def surrogate_curve(
     counts[: n_samples % n_point_sets] += 1
     # One BLAS thread: on a busy machine threaded OpenBLAS spins against the other processes
     # (measured, 10,000-trial report at load 8 on 2 cores: the 300-point fit took 74 s threaded,
-    # 3-5 s on one thread); the same setting as the searcher's (sweeper.search.policy.single_threaded_blas).
+    # 3-5 s on one thread); the same setting as the searcher's (sweeper.search.gp_batch.single_threaded_blas).
     with threadpool_limits(limits=1, user_api="blas"):
         try:
             gp = fit_posterior(X[fit_index], y[fit_index], seed=seed, categories=categories, bounds=bounds)

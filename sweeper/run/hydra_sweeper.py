@@ -30,13 +30,14 @@ from sweeper.errors import SweeperConfigError, TrialFailuresExceeded
 from sweeper.record.conditions import capture_conditions, shipped_code
 from sweeper.record.redaction import redact_text
 from sweeper.record.spool import SPOOL_FILE, DurableWriter
-from sweeper.run.cluster import address_problem, is_client_address, runtime_env, storage_path, tune_experiment_path
+from sweeper.run.cluster import address_problem, is_client_address, storage_path, tune_experiment_path
 from sweeper.run.compose import TrialComposer
 from sweeper.run.outcome import SweepOutcome, format_params
+from sweeper.run.ray_connect import start_ray, unreachable
 from sweeper.run.resume import SweepManifest, current_command, reconcile
 from sweeper.run.task_ref import task_ref
 from sweeper.search.grammar import parse_search_space
-from sweeper.search.policy import PolicySettings
+from sweeper.search.settings import PolicySettings
 from sweeper.search.space import SearchSpace
 
 log = logging.getLogger(__name__)
@@ -157,7 +158,7 @@ class SweeperImpl:
         if ray_problem:
             problems.append(ray_problem + ".")
         elif not ("ray" in sys.modules and sys.modules["ray"].is_initialized()):  # else the address is not used
-            ray_problem = _unreachable(ray_block.get("address"))
+            ray_problem = unreachable(ray_block.get("address"))
             if ray_problem:
                 problems.append(ray_problem)
         uri = str(self._block("mlflow")["tracking_uri"])
@@ -297,7 +298,7 @@ class SweeperImpl:
         from sweeper.run.tune_run import TuneJob, run_on_head, run_tune
 
         client = is_client_address(ray_cfg.get("address"))
-        started_ray, env = self._start_ray(ray_cfg, client)
+        started_ray, env = start_ray(ray_cfg, self._code_dir(), client)
         try:
             tracker, parent_run_id = opening.result()
             ctx = TrialContext(
@@ -339,58 +340,6 @@ class SweeperImpl:
         if problems:
             raise SweeperConfigError([f"cannot resume the sweep in {sweep_dir}: {p}" for p in problems])
         return manifest
-
-    def _start_ray(self, ray_cfg: dict[str, Any], client: bool = False) -> tuple[bool, dict[str, Any]]:
-        """Start a local Ray (address null) or connect to a cluster.
-
-        Returns whether this call started it, and the runtime_env its workers get.
-        """
-        import ray
-
-        if ray.is_initialized():
-            return False, {}
-        address = ray_cfg.get("address")
-        try:
-            env = runtime_env(ray_cfg, code_dir=self._code_dir(), launch_dir=os.getcwd())
-        except ValueError as exc:
-            raise SweeperConfigError(str(exc)) from exc
-        kwargs: dict[str, Any] = {
-            # "local", not None: None would join a cluster named by RAY_ADDRESS or `ray start`.
-            "address": address if address is not None else "local",
-            "include_dashboard": False,
-            "log_to_driver": bool(ray_cfg.get("log_to_driver")),
-            "logging_level": logging.WARNING,
-            "runtime_env": env,
-        }
-        if address is None:
-            kwargs.update(num_cpus=ray_cfg.get("num_cpus"), num_gpus=ray_cfg.get("num_gpus"))
-        try:
-            _init_ray(ray, kwargs, env, client)
-        except ConnectionError as exc:
-            if _auth_refused(exc):
-                raise SweeperConfigError(
-                    f"ray.address={address!r}: the cluster uses Ray's token authentication and refused this "
-                    f"driver. Run the sweep with RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN "
-                    f"(or in ~/.ray/auth_token); see cluster/README.md."
-                ) from exc
-            raise SweeperConfigError(
-                f"ray.address={address!r}: cannot connect to a Ray cluster there ({exc}). Start one with "
-                f"`ray start --head`, or use ray.address=null to run on a local Ray."
-            ) from exc
-        except RuntimeError as exc:
-            if "node info" not in str(exc).lower():
-                raise
-            raise SweeperConfigError(
-                f"ray.address={address!r}: this machine is not a node of that cluster, and a driver joining by "
-                f"GCS address must run on one ({exc}). From outside the cluster use ray.address=ray://HEAD:10001 "
-                f"(Ray Client) or `ray job submit`; see cluster/README.md."
-            ) from exc
-        resources = ray.cluster_resources()
-        nodes = [n for n in ray.nodes() if n.get("Alive")]
-        log.info("Ray: %s, %d node(s), %g CPUs, %g GPUs%s", "local" if address is None else address, len(nodes),
-                 resources.get("CPU", 0), resources.get("GPU", 0),
-                 f", code from {env['working_dir']}" if "working_dir" in env else "")
-        return True, env
 
     # ---------------------------------------------------------------- results
     def _finish(self, tracker: Any, parent_run_id: str, recorder: Any, searcher: Any, sweep_dir: Path,
@@ -445,75 +394,8 @@ class SweeperImpl:
             )
 
 
-def _unreachable(address: str | None, timeout_s: float = 5.0) -> str | None:
-    """Say so if nothing accepts TCP connections at a ``HOST:PORT`` or ``ray://HOST[:PORT]`` address.
-
-    ``ray.init`` retries an unreachable GCS address for minutes; a TCP probe fails in at most
-    ``timeout_s``. Ray replaces a loopback host by this node's IP, so both are tried for one.
-    """
-    import re
-    import socket
-
-    match = re.fullmatch(r"(ray://)?([^\s:/]+)(?::(\d+))?", address or "")
-    if match is None or address in ("auto", "local") or (match.group(3) is None and not match.group(1)):
-        return None
-    client, host, port = bool(match.group(1)), match.group(2), int(match.group(3) or 10001)
-
-    def probe(candidate: str) -> OSError | None:
-        try:
-            socket.create_connection((candidate, port), timeout=timeout_s).close()
-        except OSError as exc:
-            return exc
-        return None
-
-    error = probe(host)
-    if error is not None and host in ("localhost", "127.0.0.1") and not client:
-        from ray._private.services import resolve_ip_for_localhost
-
-        node_ip = resolve_ip_for_localhost(host)
-        if node_ip != host and probe(node_ip) is None:
-            return None
-    if error is None:
-        return None
-    serves = "Ray Client (`ray start --head` serves it on port 10001)" if client else "a Ray head's GCS"
-    start = "ray start --head" if client else f"ray start --head --port={port}"
-    return (f"ray.address={address!r} is unreachable: nothing accepts connections at {host}:{port} ({error}); "
-            f"the address must be where {serves} listens. Start the cluster there (`{start}`), correct "
-            f"the host and port, or try ray.address=null to run on a local Ray.")
-
-
-#: Ray Client's per-driver server on the head sometimes dies as it starts (seen with Ray 2.60:
-#: "Starting Ray client server failed", a gRPC epoll error in its log); a new try gets a new one.
-_CLIENT_START_ATTEMPTS = 3
-
-
-def _init_ray(ray: Any, kwargs: dict[str, Any], env: dict[str, Any], client: bool) -> None:
-    """``ray.init``, retried when Ray Client's server on the head fails to start for this driver."""
-    for attempt in range(1, _CLIENT_START_ATTEMPTS + 1):
-        try:
-            ray.init(**{**kwargs, "runtime_env": copy.deepcopy(env)})  # Ray rewrites it (working_dir -> gcs://)
-            return
-        except ConnectionError as exc:
-            if not client or "Starting Ray client server failed" not in str(exc) or attempt == _CLIENT_START_ATTEMPTS:
-                raise
-            log.warning("Ray Client's server on the head failed to start (attempt %d of %d); trying again",
-                        attempt, _CLIENT_START_ATTEMPTS)
-            ray.shutdown()  # drop what the failed attempt left connected
-            time.sleep(2.0 * attempt)
-
-
 def tune_location(ray_cfg: dict[str, Any], sweep_dir: Path, parent_run_id: str) -> tuple[str | None, str]:
     """Ray Tune's storage path and experiment name for a new sweep (None: Tune's default storage)."""
     storage = storage_path(ray_cfg, sweep_dir, client=is_client_address(ray_cfg.get("address")))
     # One Tune experiment per sweep, also when several sweeps share a storage_path.
     return storage, "tune" if storage == str(sweep_dir) else f"{sweep_dir.name}-{parent_run_id[:8]}"
-
-
-def _auth_refused(exc: BaseException) -> bool:
-    """Whether a failed ``ray.init`` was refused for want of the cluster's auth token."""
-    seen: BaseException | None = exc
-    while seen is not None:
-        if "InvalidAuthToken" in str(seen) or type(seen).__name__ == "AuthenticationError":
-            return True
-        seen = seen.__cause__ or seen.__context__
-    return False

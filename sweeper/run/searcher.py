@@ -12,7 +12,8 @@ from typing import Any
 from ray.tune.search import Searcher
 
 from sweeper.search.grammar import parse_specs
-from sweeper.search.policy import TRIAL_KEY, MultiversePolicy, PolicySettings, Suggestion
+from sweeper.search.policy import TRIAL_KEY, MultiversePolicy, Suggestion
+from sweeper.search.settings import PolicySettings
 from sweeper.search.space import SearchSpace
 
 __all__ = ["TRIAL_KEY", "MultiverseSearch", "TrialInfo"]
@@ -86,7 +87,7 @@ class MultiverseSearch(Searcher):
         metric: the result key to model; trials whose value is missing, NaN or inf count
             as failed.
         mode: ``max`` or ``min``.
-        **settings: the fields of :class:`~sweeper.search.policy.PolicySettings` (strategy,
+        **settings: the fields of :class:`~sweeper.search.settings.PolicySettings` (strategy,
             num_trials, n_initial, batch_size, seed, deterministic, ...).
     """
 

@@ -19,7 +19,7 @@ from typing import Any
 from sweeper.run.cluster import tune_experiment_path
 from sweeper.run.resume import Ledger
 from sweeper.run.trial import TrialContext
-from sweeper.search.policy import PolicySettings
+from sweeper.search.settings import PolicySettings
 from sweeper.search.space import SearchSpace
 
 log = logging.getLogger(__name__)

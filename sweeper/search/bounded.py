@@ -1,6 +1,6 @@
 """GP fits of a bounded metric: the warp's shapes and the GP's hyperparameters, learned together.
 
-:func:`fit_bounded_gp` is :func:`sweeper.search.gp.fit_gp` on ``warp(y)`` (see
+:func:`fit_bounded_gp` is :func:`sweeper.search.gp_fit.fit_gp` on ``warp(y)`` (see
 :mod:`sweeper.search.warping`) with the warp's two Kumaraswamy shapes ``(a, b)`` chosen by the
 same criterion as the hyperparameters: the marginal likelihood of the *original* values,
 ``log p(z | X) - n log s + sum_i log w'(y_i)`` (Snelson et al. 2004, eq. 6; ``s`` the
@@ -9,7 +9,7 @@ plain logit unless the data say otherwise (a MAP estimate of the warp).
 
 It alternates (coordinate ascent, each step raising the objective):
 
-1. fit the GP's hyperparameters on the current warp (:func:`sweeper.search.gp.fit_gp`: restarts,
+1. fit the GP's hyperparameters on the current warp (:func:`sweeper.search.gp_fit.fit_gp`: restarts,
    subsets and warm starts as usual);
 2. with the covariance fixed, maximise over ``(log a, log b)``: only ``z`` changes, so each
    evaluation is two triangular solves against the fit's Cholesky factor (``O(n^2)``);
@@ -33,7 +33,8 @@ import scipy.linalg
 import scipy.optimize
 from numpy.typing import ArrayLike, NDArray
 
-from sweeper.search.gp import GPFit, fit_gp
+from sweeper.search.gp import GPFit
+from sweeper.search.gp_fit import fit_gp
 from sweeper.search.warping import SHAPE_BOUNDS, MetricBounds, OutputWarp
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,7 @@ def warped_log_likelihood(warp: OutputWarp, y: NDArray[np.float64], L: NDArray[n
     """``log p(y)`` of original values under a GP on standardised ``warp(y)`` with covariance factor ``L``.
 
     ``log N(z; 0, L L^T) - n log s + sum log w'(y)``, ``z = (w(y) - mean) / s`` (the data's own
-    mean and sd, as :func:`sweeper.search.gp.fit_gp` standardises).
+    mean and sd, as :func:`sweeper.search.gp_fit.fit_gp` standardises).
     """
     g = warp.forward(y)
     if not np.all(np.isfinite(g)):
@@ -106,7 +107,7 @@ def fit_bounded_gp(
         rounds: Most refits of the hyperparameters after the first.
         shape_prior_sd: sd of the shapes' LogNormal(0, sd) prior (the searcher's default, 1;
             the analysis starts its sampler from the MAP under its own, wider prior).
-        **fit_kwargs: Passed to :func:`sweeper.search.gp.fit_gp` (``seed``, ``categories``, ``init``, ...).
+        **fit_kwargs: Passed to :func:`sweeper.search.gp_fit.fit_gp` (``seed``, ``categories``, ``init``, ...).
             Later rounds start warm from the previous round's fit with 2 restarts.
 
     Returns:

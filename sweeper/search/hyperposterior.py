@@ -80,7 +80,7 @@ loss) opts into this model.
 
 Cost: one likelihood evaluation is one Cholesky of the ``n x n`` covariance. The sampler
 runs on at most ``MAX_SAMPLER_POINTS`` trials (a seeded subset that keeps every category,
-:func:`sweeper.search.gp.fit_subset`; a broader, so conservative, posterior), and the number of
+:func:`sweeper.search.gp_fit.fit_subset`; a broader, so conservative, posterior), and the number of
 kept draws falls with ``n`` (:func:`members_for`): above a few thousand trials the
 hyperparameters are known well and the mixture is the single fit. At 32 trials it takes
 about a second.
@@ -110,18 +110,9 @@ from numpy.typing import ArrayLike, NDArray
 
 from sweeper.search.bounded import fit_bounded_gp, warped_log_likelihood
 from sweeper.search.design import as_generator
-from sweeper.search.gp import (
-    KAPPA_BOUNDS,
-    LENGTHSCALE_BOUNDS,
-    NOISE_MAX,
-    VARIANCE_BOUNDS,
-    W_BOUNDS,
-    GPFit,
-    cholesky_with_jitter,
-    fit_gp,
-    fit_subset,
-    warp_inputs,
-)
+from sweeper.search.gp import GPFit, cholesky_with_jitter, warp_inputs
+from sweeper.search.gp_fit import fit_gp, fit_subset
+from sweeper.search.gp_model import KAPPA_BOUNDS, LENGTHSCALE_BOUNDS, NOISE_MAX, VARIANCE_BOUNDS, W_BOUNDS
 from sweeper.search.kernels import CategoryFactor, KernelTerm, category_labels
 from sweeper.search.warping import SHAPE_BOUNDS, MetricBounds, OutputWarp
 
@@ -565,7 +556,7 @@ def fit_posterior(
         kernel: Stationary kernel family.
         rank: Coregionalization rank.
         n_restarts: Restarts of the maximum-likelihood fit.
-        terms: Additive terms (see :func:`sweeper.search.gp.fit_gp`).
+        terms: Additive terms (see :func:`sweeper.search.gp_fit.fit_gp`).
         kept: Posterior draws to keep (default: :func:`members_for` with bounds, 1 without; 1 is
             the point fit alone).
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from sweeper.search.gp import fit_gp
+from sweeper.search.gp_fit import fit_gp
 from sweeper.search.warping import OutputWarp
 
 #: ``|log10 K|`` above which the verdict is conclusive (K > 10 or K < 0.1).
@@ -114,7 +114,7 @@ def interaction_bayes_factor(
             share it); None fits it.
         max_fit_points: Above this many results, both models' hyperparameters are fitted
             on the same seeded subset (categories kept) and their likelihoods taken on all
-            results (:func:`sweeper.search.gp.fit_gp`); None fits on all of them. A sweep's
+            results (:func:`sweeper.search.gp_fit.fit_gp`); None fits on all of them. A sweep's
             in-flight test passes its searcher's setting, so the test scales as the search does.
         refine_max_points: Up to this many results, a subset fit is refined on all of them.
         warp: The output warp of a bounded metric, the same for both models (so their

@@ -59,11 +59,10 @@ References:
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -71,37 +70,31 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sweeper.errors import SweeperConfigError
-from sweeper.search.acquisition import local_ivr_candidates, select_ivr_batch, select_ucb_batch
-from sweeper.search.bounded import fit_bounded_gp
-from sweeper.search.design import as_generator, balance_categories, factorial_design, random_design, sobol_design
-from sweeper.search.gp import GPFit, dimension_scaled_prior, fit_gp
+from sweeper.search.design import balance_categories, factorial_design, random_design, sobol_design
+from sweeper.search.gp import GPFit
+from sweeper.search.gp_batch import fit_batch_gps, pick_batch, single_threaded_blas, warm_shapes
 from sweeper.search.interaction import interaction_bayes_factor
-from sweeper.search.kernels import KERNELS
+from sweeper.search.settings import (
+    GP_STRATEGIES,
+    STREAM_BALANCE,
+    STREAM_BAYES,
+    STREAM_RANDOM,
+    PolicySettings,
+)
 from sweeper.search.space import SearchSpace
-from sweeper.search.warping import MetricBounds, OutputWarp
+from sweeper.search.warping import OutputWarp
 
 log = logging.getLogger(__name__)
 
 #: Key of a trial's config that carries its suggestion's metadata (index, phase, batch, ...).
 TRIAL_KEY = "sweeper_trial"
 
-STRATEGIES = ("random", "sobol", "grid", "ivr", "ucb")
-#: Largest full factorial the grid strategy enumerates.
-MAX_GRID = 1_000_000
-GP_STRATEGIES = ("ivr", "ucb")
 STATE_VERSION = 2
 #: Re-plan a batch only while planning takes at most this share of the time between plans:
 #: with trials shorter than a refit, re-planning would stall Tune's loop, which waits for it.
 REPLAN_SHARE = 0.25
-#: Optimiser starts of a refit when a previous fit exists (non-deterministic mode): the
-#: previous optimum, then the fixed start of :func:`sweeper.search.gp.fit_gp`.
-WARM_RESTARTS = 2
 #: Fewest finished trials the interaction test of ``stop_on_bayes_factor`` is run on.
 MIN_BAYES_FACTOR_TRIALS = 4
-
-# Stream tags: independent random streams derived from the one seed.
-_STREAM_RANDOM, _STREAM_CANDIDATES, _STREAM_INTEGRATION, _STREAM_GP, _STREAM_BAYES, _STREAM_BALANCE = 1, 2, 3, 4, 5, 6
-_STREAM_LOCAL = 7
 
 
 @dataclass(frozen=True)
@@ -119,130 +112,6 @@ class BayesFactorCheck:
     n: int
     log10_K: float
     verdict: str
-
-
-@dataclass(frozen=True)
-class PolicySettings:
-    """Everything that defines a search besides its space. Field names are the option names."""
-
-    strategy: str = "ivr"
-    mode: str = "max"
-    num_trials: int = 32
-    n_initial: int = 8
-    batch_size: int = 8
-    seed: int = 0
-    deterministic: bool = False
-    max_failures: int | None = None  # stop suggesting once more than this many failed
-    ucb_beta: float = 2.0
-    n_candidates: int = 2048
-    n_integration: int = 1024
-    gp_restarts: int = 3
-    #: Above this many results, the GP's restarts run on a seeded random subset of them and the
-    #: posterior still conditions on all (None: always fit all; see sweeper.search.gp.fit_gp) ...
-    gp_max_fit_points: int | None = 300
-    #: ... and up to this many, the best restart is refined on all results (None: never).
-    gp_refine_max_points: int | None = 1000
-    #: LogNormal prior on the lengthscales of continuous dims, fitted as MAP (Hvarfner et al. 2024;
-    #: see sweeper.search.gp.dimension_scaled_prior); false fits by maximum likelihood. Off by default: it
-    #: did not make the efficiency benchmark's maps better (bench/efficiency.py).
-    gp_lengthscale_prior: bool = False
-    #: IVR only: add local random-search candidates around the best Sobol candidates
-    #: (sweeper.search.acquisition.local_ivr_candidates). Off by default: it helped Hartmann-6 at
-    #: n = 50 and hurt it at n = 30 and on SVC.
-    ivr_local_search: bool = False
-    kernel: str = "matern52-ard"
-    coregion_rank: int = 1
-    stop_on_bayes_factor: float | None = None
-    #: A trial running longer ends TIMEOUT and counts as failed (None: no limit); see sweeper.run.faults.
-    trial_timeout_s: float | None = None
-    #: ``[low, high]`` of the metric (either may be None): the GP models it warped so that its
-    #: predictions respect them (sweeper.search.warping, sweeper.search.bounded); None models the raw values.
-    metric_bounds: Sequence[float | None] | None = None
-
-    @property
-    def bounds(self) -> MetricBounds | None:
-        """The parsed :attr:`metric_bounds` (None without bounds; ValueError when malformed)."""
-        return MetricBounds.parse(self.metric_bounds)
-
-    def problems(self, space: SearchSpace | None, prefix: str = "") -> list[str]:
-        """List every invalid setting, each naming ``prefix + key``, the value and a fix.
-
-        ``space`` None (it failed to parse) skips the checks that need it.
-        """
-        p: list[str] = []
-
-        def bad(key: str, rule: str, fix: Any) -> None:
-            p.append(f"{prefix}{key}={getattr(self, key)!r} is invalid: {rule}. Try {prefix}{key}={fix}.")
-
-        if self.strategy not in STRATEGIES:
-            bad("strategy", f"must be one of {', '.join(STRATEGIES)}", "ivr")
-        if self.mode not in ("max", "min"):
-            bad("mode", "must be max or min", "max")
-        if self.num_trials < 1:
-            bad("num_trials", "a sweep needs at least 1 trial", 32)
-        if self.batch_size < 1:
-            bad("batch_size", "a batch holds at least 1 point", 8)
-        if self.strategy in GP_STRATEGIES:
-            if self.n_initial < 1:
-                bad("n_initial", "the Sobol phase needs at least 1 point (a power of 2 is best)", 8)
-            elif self.n_initial > self.num_trials >= 1:  # num_trials < 1 is reported on its own
-                bad("n_initial", f"the Sobol phase cannot be longer than num_trials={self.num_trials}",
-                    min(8, self.num_trials))
-        if self.strategy == "grid" and space is not None:
-            floats = [d.name for d, lv in zip(space.dims, space.levels()) if lv is None]
-            size = math.prod(len(lv) for lv in space.levels() if lv is not None)
-            if floats:
-                p.append(f"{prefix}strategy='grid' needs every dimension discrete, but {', '.join(floats)} "
-                         f"{'is a float interval' if len(floats) == 1 else 'are float intervals'}: make it "
-                         f"choice(...), range(...) or int(interval(...)), or use {prefix}strategy=sobol.")
-            elif size > MAX_GRID:
-                p.append(f"{prefix}strategy='grid' would enumerate {size} combinations, more than {MAX_GRID}: "
-                         f"narrow the dimensions or use {prefix}strategy=sobol.")
-        if space is not None and space.d == 0:
-            p.append(
-                "the search space has no dimension to search: give one in hydra.sweeper.params "
-                "or on the command line, e.g. C='tag(log, interval(1e-3, 1e3))'."
-            )
-        if self.ucb_beta < 0:
-            bad("ucb_beta", "the exploration weight must be >= 0", 2.0)
-        if self.n_candidates < 1:
-            bad("n_candidates", "the acquisition needs at least 1 candidate", 2048)
-        if self.n_integration < 1:
-            bad("n_integration", "the IVR integral needs at least 1 point", 1024)
-        if self.gp_restarts < 1:
-            bad("gp_restarts", "the GP needs at least 1 optimiser start", 3)
-        if self.gp_max_fit_points is not None and (isinstance(self.gp_max_fit_points, bool)
-                                                   or not isinstance(self.gp_max_fit_points, int)
-                                                   or self.gp_max_fit_points < 2):
-            bad("gp_max_fit_points", "the hyperparameters need at least 2 points to fit on (null: all)", 300)
-        if self.gp_refine_max_points is not None and (isinstance(self.gp_refine_max_points, bool)
-                                                      or not isinstance(self.gp_refine_max_points, int)
-                                                      or self.gp_refine_max_points < 1):
-            bad("gp_refine_max_points", "a number of results >= 1 (null: never refine on all)", 1000)
-        if not isinstance(self.gp_lengthscale_prior, bool):
-            bad("gp_lengthscale_prior", "must be true or false (a LogNormal lengthscale prior, MAP fit)", "false")
-        if not isinstance(self.ivr_local_search, bool):
-            bad("ivr_local_search", "must be true or false (local search around the best IVR candidates)", "false")
-        if self.kernel not in KERNELS:
-            bad("kernel", f"must be one of {', '.join(KERNELS)}", "matern52-ard")
-        if self.coregion_rank < 1:
-            bad("coregion_rank", "the coregionalization matrix W Wᵀ + diag(kappa) needs rank >= 1", 1)
-        if self.trial_timeout_s is not None and not (isinstance(self.trial_timeout_s, int | float)
-                                                     and 0 < self.trial_timeout_s < math.inf):
-            bad("trial_timeout_s", "a trial's time limit is a positive number of seconds (null: no limit)", 3600)
-        try:
-            self.bounds  # noqa: B018 - parses, or says why not
-        except ValueError as exc:
-            p.append(f"{prefix}metric_bounds={self.metric_bounds!r} is invalid: {exc}. "
-                     f"Try {prefix}metric_bounds=[0,1] for an accuracy, [0,null] for a loss, or null.")
-        if self.stop_on_bayes_factor is not None:
-            if not self.stop_on_bayes_factor > 1:
-                bad("stop_on_bayes_factor", "the sweep stops once K > T or K < 1/T, so T must be > 1", 10)
-            elif space is not None and space.d < 2:
-                p.append(f"{prefix}stop_on_bayes_factor={self.stop_on_bayes_factor!r} needs at least 2 "
-                         f"dimensions (it tests whether they interact); the space has {space.d}. "
-                         f"Try {prefix}stop_on_bayes_factor=null.")
-        return p
 
 
 @dataclass(frozen=True)
@@ -279,8 +148,8 @@ class MultiversePolicy:
     simulated one.
 
     Example:
-        >>> from sweeper.search.space import SearchSpace
         >>> from sweeper.search.grammar import parse_specs
+        >>> from sweeper.search.settings import PolicySettings
         >>> space = parse_specs({"x": "interval(0, 1)"})
         >>> policy = MultiversePolicy(space, PolicySettings(strategy="sobol", num_trials=4))
         >>> s = policy.ask()
@@ -519,12 +388,12 @@ class MultiversePolicy:
         y = np.array([self._results[i] for i in ok])
         bounds = s.bounds
         # With bounds both models share one warp: the last search fit's shapes, else the plain logit.
-        shapes = _warm_shapes(self._warm_bounded) or _warm_shapes(self._warm) or (1.0, 1.0)
+        shapes = warm_shapes(self._warm_bounded) or warm_shapes(self._warm) or (1.0, 1.0)
         warp = None if bounds is None else OutputWarp.for_data(bounds, y, *shapes)
         try:
             with single_threaded_blas():
                 bf = interaction_bayes_factor(X, y, categories=self.space.categories(), kernel=s.kernel,
-                                              seed=[s.seed, batch, _STREAM_BAYES], n_restarts=s.gp_restarts,
+                                              seed=[s.seed, batch, STREAM_BAYES], n_restarts=s.gp_restarts,
                                               max_fit_points=s.gp_max_fit_points,
                                               refine_max_points=s.gp_refine_max_points, warp=warp)
         except (RuntimeError, np.linalg.LinAlgError) as exc:
@@ -541,7 +410,7 @@ class MultiversePolicy:
     def _design_point(self, index: int, phase: str) -> Suggestion:
         s = self.settings
         if phase == "random":
-            u = random_design(1, self.space.d, [s.seed, _STREAM_RANDOM, index])[0]
+            u = random_design(1, self.space.d, [s.seed, STREAM_RANDOM, index])[0]
         elif phase == "grid":
             if self._grid is None:
                 self._grid = factorial_design([lv for lv in self.space.levels() if lv is not None], s.seed)
@@ -551,7 +420,7 @@ class MultiversePolicy:
                 # Each combination of categories gets an equal share: a Sobol design's cells of
                 # two discrete dims can be coupled (each model paired with one dataset only).
                 self._sobol = balance_categories(sobol_design(s.num_trials, self.space.d, s.seed),
-                                                 self.space.categories(), [s.seed, _STREAM_BALANCE])
+                                                 self.space.categories(), [s.seed, STREAM_BALANCE])
             u = self._sobol[index]
         return self._make(index, u, phase, self._batch_of(index))
 
@@ -615,10 +484,9 @@ class MultiversePolicy:
         """Choose the rest of a batch (``size`` points) greedily, conditioning on everything asked.
 
         The GP is fitted on every result in so far (warm-started from the previous fit
-        outside deterministic mode). Conditioning on every asked point keeps the plan exact
-        for IVR's variance as results arrive (for ``ucb`` this is GP-BUCB's batch rule);
-        outside deterministic mode the caller still re-plans when results arrived, because
-        they move the hyperparameters.
+        outside deterministic mode); :mod:`sweeper.search.gp_batch` fits and picks. Outside
+        deterministic mode the caller still re-plans when results arrived, because they move
+        the hyperparameters.
         """
         s = self.settings
         X_all = np.array([sg.x for sg in self._suggestions], dtype=np.float64).reshape(-1, self.space.d)
@@ -627,31 +495,9 @@ class MultiversePolicy:
             log.warning("no successful trial yet to fit the GP: trial #%d continues the Sobol design", first)
             return []
         y = np.array([self._results[i] for i in ok])
-        categories = self.space.categories()
-        # Deterministic mode fits from scratch: its points must not depend on earlier fits.
-        init = self._warm if self._adaptive else None
-        n_continuous = self.space.d - len(categories)
-        prior = dimension_scaled_prior(n_continuous) if s.gp_lengthscale_prior and n_continuous else None
-        fit_kwargs: dict[str, Any] = dict(
-            seed=[*stream, _STREAM_GP], n_restarts=s.gp_restarts if init is None else min(s.gp_restarts, WARM_RESTARTS),
-            categories=categories, kernel=s.kernel, rank=s.coregion_rank, max_fit_points=s.gp_max_fit_points,
-            refine_max_points=s.gp_refine_max_points, init=init, lengthscale_prior=prior)
-        bounds = s.bounds
         try:
-            if bounds is None or s.strategy == "ivr":
-                gp = fit_gp(X_all[ok], y, **fit_kwargs)
-            else:  # the warp's shapes start from the previous fit's, like the hyperparameters
-                gp = fit_bounded_gp(X_all[ok], y, bounds, shapes=_warm_shapes(init), **fit_kwargs)
-            # IVR chooses its points with the raw-scale fit even when the metric is bounded: on the
-            # SVC map, points chosen by the warped fit drew a worse map at every n <= 30 (the
-            # efficiency benchmark, bench/README.md §3), and IVR's choice needs no prediction
-            # inside the bounds. The bounded fit tags the chosen points (predicted mean and sd).
-            tagger = gp
-            if bounds is not None and s.strategy == "ivr":
-                warm_bounded = self._warm_bounded if self._adaptive else None
-                tagger = fit_bounded_gp(X_all[ok], y, bounds, shapes=_warm_shapes(warm_bounded),
-                                        **{**fit_kwargs, "init": warm_bounded, "n_restarts": s.gp_restarts
-                                           if warm_bounded is None else min(s.gp_restarts, WARM_RESTARTS)})
+            gp, tagger = fit_batch_gps(X_all[ok], y, self.space, s, stream, self._warm if self._adaptive else None,
+                                       self._warm_bounded if self._adaptive else None)
         except (RuntimeError, np.linalg.LinAlgError) as exc:
             log.warning("the GP fit failed (%s): trial #%d continues the Sobol design", exc, first)
             return []
@@ -659,49 +505,11 @@ class MultiversePolicy:
         if self._adaptive:
             self._warm = gp.hyperparameters()
             self._warm_bounded = tagger.hyperparameters() if tagger is not gp else None
-        # Candidates and integration points give every category combination an equal share.
-        cand_stream = [*stream, _STREAM_CANDIDATES]
-        cand = balance_categories(sobol_design(s.n_candidates, self.space.d, cand_stream), categories, cand_stream)
-        cand = self.space.to_unit(self.space.from_unit(cand))
-        # Condition the variance on every point already asked: finished, failed and pending.
-        if s.strategy == "ivr":
-            mc_stream = [*stream, _STREAM_INTEGRATION]
-            X_mc = balance_categories(sobol_design(s.n_integration, self.space.d, mc_stream), categories, mc_stream)
-            continuous = np.array([c for c in range(self.space.d) if c not in categories], dtype=np.intp)
-            if s.ivr_local_search and continuous.size:
-                local = local_ivr_candidates(gp, X_all, cand, X_mc, as_generator([*stream, _STREAM_LOCAL]), continuous)
-                cand = np.vstack([cand, self.space.to_unit(self.space.from_unit(local))])
-            pick = select_ivr_batch(gp, X_all, cand, X_mc, size)
-        else:
-            pick = select_ucb_batch(gp, X_all, cand, size, s.ucb_beta, maximize=s.mode == "max")
+        cand, pick = pick_batch(gp, X_all, size, self.space, s, stream)
         return [
             self._make(first + k, cand[i], s.strategy, batch, float(v), tagger)
             for k, (i, v) in enumerate(zip(pick.indices, pick.values))
         ]
-
-
-@contextlib.contextmanager
-def single_threaded_blas() -> Iterator[None]:
-    """Run the GP work of the search on one BLAS thread.
-
-    IMPORTANT: the search runs in the sweep's driver while trials keep every core busy.
-    Multi-threaded OpenBLAS then spins against them and small factorisations slow down
-    by 5-20x (measured on 2 cores with 2 busy processes: a coregionalized fit at n=200
-    took 24 s with 2 threads, 1.2 s with 1; n=400 continuous 11.5 s against 2.2 s).
-    """
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"):
-        yield
-
-
-def _warm_shapes(hyperparameters: Mapping[str, Any] | None) -> tuple[float, float] | None:
-    """The warp's shapes ``(a, b)`` in a previous fit's hyperparameters, or None."""
-    warp = (hyperparameters or {}).get("warp")
-    try:
-        return (float(warp["a"]), float(warp["b"])) if warp else None
-    except (KeyError, TypeError, ValueError):
-        return None
 
 
 def _suggestion_from_dict(d: Mapping[str, Any]) -> Suggestion:

@@ -15,7 +15,8 @@ from sweeper.search.acquisition import (
     select_ucb_batch,
 )
 from sweeper.search.design import random_design, sobol_design
-from sweeper.search.gp import GPY_JITTER, GPFit, fit_gp
+from sweeper.search.gp import GPY_JITTER, GPFit
+from sweeper.search.gp_fit import fit_gp
 
 
 def toy_function(X: np.ndarray) -> np.ndarray:

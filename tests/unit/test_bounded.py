@@ -11,7 +11,8 @@ from scipy.stats import multivariate_normal
 
 from sweeper.search.bounded import best_shapes, fit_bounded_gp, shape_log_prior, warped_log_likelihood
 from sweeper.search.design import sobol_design
-from sweeper.search.gp import GPFit, fit_gp
+from sweeper.search.gp import GPFit
+from sweeper.search.gp_fit import fit_gp
 from sweeper.search.warping import MetricBounds, OutputWarp
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")

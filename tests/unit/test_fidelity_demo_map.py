@@ -25,7 +25,8 @@ import pytest
 from bench.ml_maps import MAPS, true_curve, truth_at
 from sweeper.analysis.multiverse import contour_map, fit_multiverse, snap
 from sweeper.report.surrogate import surrogate_curve
-from sweeper.search.policy import MultiversePolicy, PolicySettings
+from sweeper.search.policy import MultiversePolicy
+from sweeper.search.settings import PolicySettings
 from sweeper.search.warping import MetricBounds
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
@@ -71,7 +72,7 @@ def figures(X: np.ndarray, y: np.ndarray, truth: dict[str, np.ndarray], bounds: 
     if curve is None:  # the single-fit model: the report's GP with one member
         from sweeper.analysis.expected_max import surrogate_expected_max
         from sweeper.search.design import random_design
-        from sweeper.search.gp import fit_gp
+        from sweeper.search.gp_fit import fit_gp
 
         gp = fit_gp(X, y, seed=[0, 0])
         samples = np.vstack([gp.sample_posterior(random_design(1000, 2, [0, 1, b]), 20, [0, 2, b]) for b in range(10)])

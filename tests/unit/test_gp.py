@@ -8,9 +8,10 @@ import GPy
 import numpy as np
 import pytest
 
-import sweeper.search.gp as gp_module
+import sweeper.search.gp_fit as gp_fit_module
 from sweeper.search.design import sobol_design
-from sweeper.search.gp import GPY_JITTER, GPFit, fit_gp
+from sweeper.search.gp import GPY_JITTER, GPFit
+from sweeper.search.gp_fit import fit_gp
 
 
 def smooth_2d(X: np.ndarray) -> np.ndarray:
@@ -180,7 +181,7 @@ def test_fit_rejects_bad_data(X: np.ndarray, y: np.ndarray, match: str) -> None:
 
 
 def test_all_restarts_failing_raises_runtime_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_build = gp_module._build_model
+    real_build = gp_fit_module.build_model
 
     def broken_build(*args: Any, **kwargs: Any) -> Any:
         model = real_build(*args, **kwargs)
@@ -191,7 +192,7 @@ def test_all_restarts_failing_raises_runtime_error(monkeypatch: pytest.MonkeyPat
         model.optimize = optimize
         return model
 
-    monkeypatch.setattr(gp_module, "_build_model", broken_build)
+    monkeypatch.setattr(gp_fit_module, "build_model", broken_build)
     X = sobol_design(5, 2, seed=0)
     with pytest.raises(RuntimeError, match="GP fit failed in all 2 restarts.*LinAlgError"):
         fit_gp(X, X[:, 0], seed=0, n_restarts=2)
@@ -209,7 +210,7 @@ def test_each_restart_starts_from_its_own_seeded_point(monkeypatch: pytest.Monke
     # The optimiser must really start restart i from the i-th drawn point (not from the
     # previous optimum), and those points come from the seed: restart 0 from 0.3, the
     # others log-uniform in [0.05, 2].
-    real_build = gp_module._build_model
+    real_build = gp_fit_module.build_model
     starts: list[np.ndarray] = []
 
     def recording_build(*args: Any, **kwargs: Any) -> Any:
@@ -226,7 +227,7 @@ def test_each_restart_starts_from_its_own_seeded_point(monkeypatch: pytest.Monke
         model.optimize = optimize
         return model
 
-    monkeypatch.setattr(gp_module, "_build_model", recording_build)
+    monkeypatch.setattr(gp_fit_module, "build_model", recording_build)
     X = sobol_design(12, 2, seed=0)
     fit_gp(X, smooth_2d(X), seed=42, n_restarts=3)
     rng = np.random.default_rng(42)

@@ -16,9 +16,11 @@ import pytest
 from sweeper.search import acquisition
 from sweeper.search.acquisition import integrated_variance_reduction, select_ivr_batch, select_ucb_batch
 from sweeper.search.design import sobol_design
-from sweeper.search.gp import GPFit, fit_gp, fit_subset
+from sweeper.search.gp import GPFit
+from sweeper.search.gp_fit import fit_gp, fit_subset
 from sweeper.search.grammar import parse_specs
-from sweeper.search.policy import MultiversePolicy, PolicySettings
+from sweeper.search.policy import MultiversePolicy
+from sweeper.search.settings import PolicySettings
 
 
 def gp_sample(n: int, d: int, lengthscales: list[float], seed: int) -> tuple[np.ndarray, np.ndarray]:
@@ -179,17 +181,17 @@ def test_policy_rejects_bad_gp_max_fit_points(bad: object) -> None:
 
 
 def test_policy_passes_gp_max_fit_points_to_the_fit(monkeypatch: pytest.MonkeyPatch) -> None:
-    import sweeper.search.gp
-    import sweeper.search.policy
+    import sweeper.search.gp_batch
+    import sweeper.search.gp_fit
 
     seen = []
-    real = sweeper.search.gp.fit_gp
+    real = sweeper.search.gp_fit.fit_gp
 
     def spy(*args: object, **kwargs: object) -> GPFit:
         seen.append((kwargs["max_fit_points"], kwargs["refine_max_points"]))
         return real(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(sweeper.search.policy, "fit_gp", spy)
+    monkeypatch.setattr(sweeper.search.gp_batch, "fit_gp", spy)
     space = parse_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"})
     policy = MultiversePolicy(space, PolicySettings(num_trials=6, n_initial=4, batch_size=2, gp_max_fit_points=3,
                                                     gp_refine_max_points=10, gp_restarts=1, n_candidates=64,

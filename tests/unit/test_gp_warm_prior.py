@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from sweeper.search.design import sobol_design
-from sweeper.search.gp import dimension_scaled_prior, fit_gp
+from sweeper.search.gp_fit import dimension_scaled_prior, fit_gp
 
 
 def smooth(X: np.ndarray) -> np.ndarray:

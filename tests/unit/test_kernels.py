@@ -6,9 +6,9 @@ import GPy
 import numpy as np
 import pytest
 
-import sweeper.search.gp as gp_module
+import sweeper.search.gp_model as gp_model
 from sweeper.search.design import sobol_design
-from sweeper.search.gp import fit_gp
+from sweeper.search.gp_fit import fit_gp
 from sweeper.search.kernels import KERNELS, CategoryFactor, KernelTerm, category_index, kernel_family
 
 
@@ -44,16 +44,16 @@ def test_numpy_posterior_equals_gpy_for_every_structure(kernel: str, terms: list
                  max_iters=30)  # any values will do: the test compares two evaluations of one model
     # Rebuild GPy's model with the fitted values and ask it for the same posterior.
     family, ard = kernel_family(kernel)
-    layout = gp_module._layout(4, categories, terms)
+    layout = gp_model.term_layout(4, categories, terms)
     z = (y - fit.y_mean) / fit.y_std
-    model = gp_module._build_model(X, z, 1e-6, layout, family, ard, 2)
+    model = gp_model.build_model(X, z, 1e-6, layout, family, ard, 2)
     values = []
     for t in fit.terms:
         if t.columns:
             values += [[t.variance], t.lengthscales if ard else t.lengthscales[:1]]
         for f in t.factors:
             values += [f.W.ravel(), f.kappa]
-    model[:] = np.concatenate([*values, [fit.noise_variance - gp_module.GPY_JITTER]])
+    model[:] = np.concatenate([*values, [fit.noise_variance - gp_model.GPY_JITTER]])
     assert float(model.log_likelihood()) == pytest.approx(fit.log_likelihood, rel=1e-8)
     Xs = rng.random((25, 4))
     Xs_gpy = Xs.copy()

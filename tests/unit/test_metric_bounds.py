@@ -18,7 +18,8 @@ from sweeper.report import build_report
 from sweeper.report.build import ReportError
 from sweeper.run.trial import TrialError, metrics_from_return
 from sweeper.search.grammar import parse_specs
-from sweeper.search.policy import MultiversePolicy, PolicySettings
+from sweeper.search.policy import MultiversePolicy
+from sweeper.search.settings import PolicySettings
 from sweeper.search.warping import MetricBounds
 from tests.unit.test_report_math import records_of
 

@@ -44,7 +44,7 @@ def test_bayes_factor_fitted_on_a_subset_keeps_its_verdict_and_scores_all_result
     assert interaction_bayes_factor(small, y_small, max_fit_points=60) == interaction_bayes_factor(small, y_small)
     for y, sign in ((np.sin(3 * X[:, 0]) + X[:, 1] ** 2, 1), (np.sin(6 * X[:, 0] * X[:, 1]), -1)):
         exact = interaction_bayes_factor(X, y)
-        with caplog.at_level("DEBUG", logger="sweeper.search.gp"):
+        with caplog.at_level("DEBUG", logger="sweeper.search.gp_fit"):
             caplog.clear()
             subset = interaction_bayes_factor(X, y, max_fit_points=60)
         assert "fitted on 60 of 160 observations" in caplog.text

@@ -12,7 +12,8 @@ import pytest
 from sweeper.errors import SweeperConfigError
 from sweeper.search.design import sobol_design
 from sweeper.search.grammar import parse_specs
-from sweeper.search.policy import MultiversePolicy, PolicySettings
+from sweeper.search.policy import MultiversePolicy
+from sweeper.search.settings import PolicySettings
 
 SPACE_2D = parse_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"})
 FAST = dict(n_candidates=512, n_integration=256, gp_restarts=2)

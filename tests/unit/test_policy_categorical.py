@@ -10,7 +10,8 @@ import pytest
 
 from sweeper.errors import SweeperConfigError
 from sweeper.search.grammar import parse_specs
-from sweeper.search.policy import BayesFactorCheck, MultiversePolicy, PolicySettings
+from sweeper.search.policy import BayesFactorCheck, MultiversePolicy
+from sweeper.search.settings import PolicySettings
 
 FAST = dict(n_candidates=256, n_integration=256, gp_restarts=2)
 MIXED = parse_specs({"model": "choice(a, b, c)", "x": "interval(0, 1)"})

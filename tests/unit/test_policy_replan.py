@@ -10,11 +10,13 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-import sweeper.search.policy as policy_module
+import sweeper.search.gp_batch as gp_batch_module
 from sweeper.errors import SweeperConfigError
-from sweeper.search.gp import dimension_scaled_prior, fit_gp
+from sweeper.search.gp_batch import WARM_RESTARTS
+from sweeper.search.gp_fit import dimension_scaled_prior, fit_gp
 from sweeper.search.grammar import parse_specs
-from sweeper.search.policy import WARM_RESTARTS, MultiversePolicy, PolicySettings
+from sweeper.search.policy import MultiversePolicy
+from sweeper.search.settings import PolicySettings
 
 SPACE_2D = parse_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"})
 FAST = dict(n_candidates=256, n_integration=128, gp_restarts=3)
@@ -46,7 +48,7 @@ def fits(monkeypatch: pytest.MonkeyPatch) -> list[dict]:
                       "prior": kwargs.get("lengthscale_prior")})
         return fit_gp(X, y, **kwargs)
 
-    monkeypatch.setattr(policy_module, "fit_gp", spy)
+    monkeypatch.setattr(gp_batch_module, "fit_gp", spy)
     return calls
 
 

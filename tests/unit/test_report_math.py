@@ -17,7 +17,8 @@ from sweeper.report.groups import paired_conditions, qra_groups
 from sweeper.report.sections import budget_grid
 from sweeper.report.surrogate import SurrogateUnavailable, surrogate_curve, unit_points
 from sweeper.search.design import random_design
-from sweeper.search.policy import MultiversePolicy, PolicySettings
+from sweeper.search.policy import MultiversePolicy
+from sweeper.search.settings import PolicySettings
 from sweeper.search.space import SearchSpace
 
 SPACE = SearchSpace.from_dict({"dims": [

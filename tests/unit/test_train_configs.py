@@ -11,7 +11,8 @@ from hydra import compose, initialize_config_dir
 from omegaconf import OmegaConf
 
 from sweeper.search.grammar import parse_search_space
-from sweeper.search.policy import MultiversePolicy, PolicySettings
+from sweeper.search.policy import MultiversePolicy
+from sweeper.search.settings import PolicySettings
 from tests.conftest import REPO
 
 EXPERIMENTS = ("optimizer_gap", "batch_size", "seeds", "budget")

@@ -1,0 +1,137 @@
+"""Joining Ray: a local Ray or a cluster (GCS address, ``auto``, or Ray Client), with a fast
+check that an address answers, retries where Ray Client's server fails to start, and errors
+that say how to fix an address, a missing token or a driver outside the cluster.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import time
+from typing import Any
+
+from sweeper.errors import SweeperConfigError
+from sweeper.run.cluster import runtime_env
+
+log = logging.getLogger(__name__)
+
+
+def start_ray(ray_cfg: dict[str, Any], code_dir: str | None, client: bool = False) -> tuple[bool, dict[str, Any]]:
+    """Start a local Ray (address null) or connect to a cluster.
+
+    Returns whether this call started it, and the runtime_env its workers get.
+    """
+    import ray
+
+    if ray.is_initialized():
+        return False, {}
+    address = ray_cfg.get("address")
+    try:
+        env = runtime_env(ray_cfg, code_dir=code_dir, launch_dir=os.getcwd())
+    except ValueError as exc:
+        raise SweeperConfigError(str(exc)) from exc
+    kwargs: dict[str, Any] = {
+        # "local", not None: None would join a cluster named by RAY_ADDRESS or `ray start`.
+        "address": address if address is not None else "local",
+        "include_dashboard": False,
+        "log_to_driver": bool(ray_cfg.get("log_to_driver")),
+        "logging_level": logging.WARNING,
+        "runtime_env": env,
+    }
+    if address is None:
+        kwargs.update(num_cpus=ray_cfg.get("num_cpus"), num_gpus=ray_cfg.get("num_gpus"))
+    try:
+        init_ray(ray, kwargs, env, client)
+    except ConnectionError as exc:
+        if auth_refused(exc):
+            raise SweeperConfigError(
+                f"ray.address={address!r}: the cluster uses Ray's token authentication and refused this "
+                f"driver. Run the sweep with RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN "
+                f"(or in ~/.ray/auth_token); see cluster/README.md."
+            ) from exc
+        raise SweeperConfigError(
+            f"ray.address={address!r}: cannot connect to a Ray cluster there ({exc}). Start one with "
+            f"`ray start --head`, or use ray.address=null to run on a local Ray."
+        ) from exc
+    except RuntimeError as exc:
+        if "node info" not in str(exc).lower():
+            raise
+        raise SweeperConfigError(
+            f"ray.address={address!r}: this machine is not a node of that cluster, and a driver joining by "
+            f"GCS address must run on one ({exc}). From outside the cluster use ray.address=ray://HEAD:10001 "
+            f"(Ray Client) or `ray job submit`; see cluster/README.md."
+        ) from exc
+    resources = ray.cluster_resources()
+    nodes = [n for n in ray.nodes() if n.get("Alive")]
+    log.info("Ray: %s, %d node(s), %g CPUs, %g GPUs%s", "local" if address is None else address, len(nodes),
+             resources.get("CPU", 0), resources.get("GPU", 0),
+             f", code from {env['working_dir']}" if "working_dir" in env else "")
+    return True, env
+
+
+def unreachable(address: str | None, timeout_s: float = 5.0) -> str | None:
+    """Say so if nothing accepts TCP connections at a ``HOST:PORT`` or ``ray://HOST[:PORT]`` address.
+
+    ``ray.init`` retries an unreachable GCS address for minutes; a TCP probe fails in at most
+    ``timeout_s``. Ray replaces a loopback host by this node's IP, so both are tried for one.
+    """
+    import re
+    import socket
+
+    match = re.fullmatch(r"(ray://)?([^\s:/]+)(?::(\d+))?", address or "")
+    if match is None or address in ("auto", "local") or (match.group(3) is None and not match.group(1)):
+        return None
+    client, host, port = bool(match.group(1)), match.group(2), int(match.group(3) or 10001)
+
+    def probe(candidate: str) -> OSError | None:
+        try:
+            socket.create_connection((candidate, port), timeout=timeout_s).close()
+        except OSError as exc:
+            return exc
+        return None
+
+    error = probe(host)
+    if error is not None and host in ("localhost", "127.0.0.1") and not client:
+        from ray._private.services import resolve_ip_for_localhost
+
+        node_ip = resolve_ip_for_localhost(host)
+        if node_ip != host and probe(node_ip) is None:
+            return None
+    if error is None:
+        return None
+    serves = "Ray Client (`ray start --head` serves it on port 10001)" if client else "a Ray head's GCS"
+    start = "ray start --head" if client else f"ray start --head --port={port}"
+    return (f"ray.address={address!r} is unreachable: nothing accepts connections at {host}:{port} ({error}); "
+            f"the address must be where {serves} listens. Start the cluster there (`{start}`), correct "
+            f"the host and port, or try ray.address=null to run on a local Ray.")
+
+
+#: Ray Client's per-driver server on the head sometimes dies as it starts (seen with Ray 2.60:
+#: "Starting Ray client server failed", a gRPC epoll error in its log); a new try gets a new one.
+CLIENT_START_ATTEMPTS = 3
+
+
+def init_ray(ray: Any, kwargs: dict[str, Any], env: dict[str, Any], client: bool) -> None:
+    """``ray.init``, retried when Ray Client's server on the head fails to start for this driver."""
+    for attempt in range(1, CLIENT_START_ATTEMPTS + 1):
+        try:
+            ray.init(**{**kwargs, "runtime_env": copy.deepcopy(env)})  # Ray rewrites it (working_dir -> gcs://)
+            return
+        except ConnectionError as exc:
+            if not client or "Starting Ray client server failed" not in str(exc) or attempt == CLIENT_START_ATTEMPTS:
+                raise
+            log.warning("Ray Client's server on the head failed to start (attempt %d of %d); trying again",
+                        attempt, CLIENT_START_ATTEMPTS)
+            ray.shutdown()  # drop what the failed attempt left connected
+            time.sleep(2.0 * attempt)
+
+
+def auth_refused(exc: BaseException) -> bool:
+    """Whether a failed ``ray.init`` was refused for want of the cluster's auth token."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if "InvalidAuthToken" in str(seen) or type(seen).__name__ == "AuthenticationError":
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
