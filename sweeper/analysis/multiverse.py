@@ -40,7 +40,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from sweeper.analysis.sensitivity import SobolIndices, sobol_indices
 from sweeper.search.design import random_design
-from sweeper.search.hyperposterior import GPEnsemble, fit_posterior
+from sweeper.search.ensemble import GPEnsemble
+from sweeper.search.hyperposterior import fit_posterior
 from sweeper.search.interaction import BayesFactor, interaction_bayes_factor
 from sweeper.search.space import ChoiceDim, FloatDim, GridDim, IntDim, SearchSpace
 from sweeper.search.warping import MetricBounds

@@ -101,7 +101,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -110,30 +109,27 @@ from numpy.typing import ArrayLike, NDArray
 
 from sweeper.search.bounded import fit_bounded_gp, warped_log_likelihood
 from sweeper.search.design import as_generator
+from sweeper.search.ensemble import GPEnsemble
 from sweeper.search.gp import GPFit, cholesky_with_jitter, warp_inputs
 from sweeper.search.gp_fit import fit_gp, fit_subset
-from sweeper.search.gp_model import KAPPA_BOUNDS, LENGTHSCALE_BOUNDS, NOISE_MAX, VARIANCE_BOUNDS, W_BOUNDS
-from sweeper.search.kernels import CategoryFactor, KernelTerm, category_labels
-from sweeper.search.warping import SHAPE_BOUNDS, MetricBounds, OutputWarp
+from sweeper.search.hyper_vector import (
+    CEILING_PRIOR,
+    SHAPE_PRIOR_SD,
+    Slot,
+    has_ceiling,
+    pack,
+    parameter_slots,
+    unpack,
+)
+from sweeper.search.kernels import category_labels
+from sweeper.search.warping import MetricBounds
 
 #: Most trials the sampler's likelihood is evaluated on (a seeded subset above it).
 MAX_SAMPLER_POINTS = 150
 #: Slice-sampler sweeps discarded, then kept draws and the sweeps between two of them.
 BURN_IN, KEPT, THIN = 40, 64, 2
-#: Prior of the log noise variance (standardised scale): centre and sd (see the module docstring).
-NOISE_PRIOR = (math.log(3e-3), 1.0)
-#: sd of the LogNormal(0, sd) prior on each of the warp's Kumaraswamy shapes (see the module docstring).
-SHAPE_PRIOR_SD = 2.0
-#: Input warping (Kumaraswamy CDF per continuous column, Snoek et al. 2014): on, its shapes' prior sd and box.
-INPUT_WARP = True
-#: A learned ceiling between the best trial and the declared upper bound (see the module docstring).
-CEILING = True
-CEILING_PRIOR = (3.0, 1.5)
 #: Independent slice-sampling chains (their draws pooled).
 CHAINS = 4
-INPUT_WARP_PRIOR_SD = 0.75
-INPUT_WARP_BOUNDS = (0.1, 10.0)
-
 
 def members_for(n: int) -> int:
     """Kept draws for ``n`` trials: each conditions on all of them (one ``O(n^3)`` factorisation, and
@@ -141,122 +137,7 @@ def members_for(n: int) -> int:
     return KEPT if n <= 100 else 16 if n <= 500 else 4 if n <= 2000 else 1
 
 
-# ----------------------------------------------------------------------------- parameter vector
-@dataclass(frozen=True)
-class _Slot:
-    """One block of the parameter vector: its length, prior and box (all in sampler units)."""
-
-    size: int
-    log: bool  # the sampler moves log(value)
-    prior: tuple[float, float]  # normal (mean, sd) in sampler units
-    box: tuple[float, float]  # in value units
-
-
-def _slots(gp: GPFit) -> list[_Slot]:
-    """The parameter blocks of ``gp`` in the order of :func:`_pack`."""
-    out = []
-    for term in gp.terms:
-        if term.columns:
-            if not term.factors:
-                out.append(_Slot(1, True, (0.0, 1.0), VARIANCE_BOUNDS))
-            d = len(term.columns)
-            out.append(_Slot(_n_lengthscales(gp, term), True, (math.sqrt(2) + 0.5 * math.log(d), math.sqrt(3)),
-                             LENGTHSCALE_BOUNDS))
-        for f in term.factors:
-            out.append(_Slot(f.W.size, False, (0.0, 1.0), W_BOUNDS))
-            out.append(_Slot(f.kappa.size, True, (0.0, 1.5), KAPPA_BOUNDS))
-    out.append(_Slot(1, True, NOISE_PRIOR, (1e-8, NOISE_MAX)))
-    if gp.warp is not None and gp.warp.two_sided:
-        out.append(_Slot(2, True, (0.0, SHAPE_PRIOR_SD), SHAPE_BOUNDS))
-        if _has_ceiling(gp):
-            out.append(_Slot(1, False, CEILING_PRIOR, (-15.0, 15.0)))
-    for _ in _warped_columns(gp):
-        out.append(_Slot(2, True, (0.0, INPUT_WARP_PRIOR_SD), INPUT_WARP_BOUNDS))
-    return out
-
-
-def _has_ceiling(gp: GPFit) -> bool:
-    """Whether the warp's ceiling is sampled: two bounds, and a best trial below the upper one."""
-    w = gp.warp
-    return CEILING and w is not None and w.two_sided and float(np.max(gp.y)) < float(w.bounds.high)  # type: ignore[arg-type]
-
-
-def _warped_columns(gp: GPFit) -> list[int]:
-    """The continuous columns whose inputs are warped (none unless INPUT_WARP)."""
-    return sorted({c for t in gp.terms for c in t.columns}) if INPUT_WARP else []
-
-
-def _n_lengthscales(gp: GPFit, term: KernelTerm) -> int:
-    """Free lengthscales of a term: one per column with ARD, one in all without."""
-    return term.lengthscales.size if gp.kernel_name.endswith("-ard") else 1
-
-
-def _pack(gp: GPFit) -> NDArray[np.float64]:
-    parts: list[Any] = []
-    for term in gp.terms:
-        if term.columns:
-            if not term.factors:
-                parts.append([term.variance])
-            parts.append(term.lengthscales[:_n_lengthscales(gp, term)])
-        for f in term.factors:
-            parts += [f.W.ravel(), f.kappa]
-    parts.append([gp.noise_variance])
-    if gp.warp is not None and gp.warp.two_sided:
-        parts.append([gp.warp.a, gp.warp.b])
-        if _has_ceiling(gp):
-            hi, top = gp.warp.bounds.high, gp.warp.top
-            y_max = float(np.max(gp.y))
-            share = 0.98 if top is None else min(max((top - y_max) / (hi - y_max), 1e-6), 1 - 1e-6)
-            parts.append([math.log(share / (1.0 - share))])
-    shapes = {c: (a, b) for c, a, b in gp.input_warp}
-    for c in _warped_columns(gp):
-        parts.append(list(shapes.get(c, (1.0, 1.0))))
-    values = np.concatenate([np.asarray(p, dtype=np.float64).ravel() for p in parts])
-    logs = np.concatenate([np.full(s.size, s.log) for s in _slots(gp)])
-    return np.where(logs, np.log(np.maximum(values, 1e-300)), values)
-
-
-def _unpack(theta: NDArray[np.float64], gp: GPFit) -> tuple[tuple[KernelTerm, ...], float, OutputWarp | None,
-                                                             tuple[tuple[int, float, float], ...]]:
-    """Terms, noise variance, output warp and input warp of a parameter vector laid out like ``gp``'s."""
-    i = 0
-
-    def take(size: int, log: bool) -> NDArray[np.float64]:
-        nonlocal i
-        v = theta[i:i + size]
-        i += size
-        return np.exp(v) if log else v.copy()
-
-    terms = []
-    for term in gp.terms:
-        variance, ls = term.variance, term.lengthscales
-        if term.columns:
-            if not term.factors:
-                variance = float(take(1, True)[0])
-            # A kernel without ARD has one lengthscale, shared by its columns.
-            ls = np.broadcast_to(take(_n_lengthscales(gp, term), True), term.lengthscales.shape).copy()
-        factors = []
-        for f in term.factors:
-            W = take(f.W.size, False).reshape(f.W.shape)
-            factors.append(CategoryFactor(f.column, W, take(f.kappa.size, True)))
-        terms.append(KernelTerm(term.columns, ls, variance, tuple(factors), term.family))
-    noise = float(take(1, True)[0])
-    warp = gp.warp
-    if warp is not None and warp.two_sided:
-        a, b = take(2, True)
-        top = None
-        if _has_ceiling(gp):
-            hi, y_max = warp.bounds.high, float(np.max(gp.y))
-            top = y_max + (hi - y_max) / (1.0 + math.exp(-float(take(1, False)[0])))
-        warp = warp.with_shapes(float(a), float(b), top)
-    inputs = []
-    for c in _warped_columns(gp):
-        a, b = take(2, True)
-        inputs.append((c, float(a), float(b)))
-    return tuple(terms), noise, warp, tuple(inputs)
-
-
-def _log_prior(theta: NDArray[np.float64], slots: list[_Slot]) -> float:
+def _log_prior(theta: NDArray[np.float64], slots: list[Slot]) -> float:
     lp, i = 0.0, 0
     for s in slots:
         v = theta[i:i + s.size]
@@ -270,14 +151,14 @@ def _log_prior(theta: NDArray[np.float64], slots: list[_Slot]) -> float:
 
 def _log_posterior(gp: GPFit, X: NDArray[np.float64], y: NDArray[np.float64]) -> Callable[[NDArray[np.float64]], float]:
     """``theta -> log p(y | theta) + log p(theta)`` on the points ``(X, y)`` (``gp`` gives the layout)."""
-    slots = _slots(gp)
+    slots = parameter_slots(gp)
     z_plain = (y - gp.y_mean) / gp.y_std  # without a warp: the standardised outputs, as fit_gp fits them
 
     def logp(theta: NDArray[np.float64]) -> float:
         lp = _log_prior(theta, slots)
         if not math.isfinite(lp):
             return -math.inf
-        terms, noise, warp, inputs = _unpack(theta, gp)
+        terms, noise, warp, inputs = unpack(theta, gp)
         Xw = warp_inputs(X, inputs)
         K = terms[0](Xw, Xw)
         for t in terms[1:]:
@@ -349,123 +230,6 @@ def slice_sample(
     return np.array(out)
 
 
-# ----------------------------------------------------------------------------- the mixture
-@dataclass(frozen=True)
-class GPEnsemble:
-    """Equal-weight mixture of GP fits, one per posterior draw of the hyperparameters.
-
-    The same questions as a :class:`~sweeper.search.gp.GPFit` (``predict``, ``sample_posterior``,
-    ``predict_mean``), answered by the mixture in original units (inside the bounds of a
-    bounded metric); ``point`` is the maximum-likelihood fit the sampler started from, whose
-    hyperparameters, factors and likelihood describe the model in reports.
-
-    Attributes:
-        point: The maximum-likelihood (MAP for the warp) fit.
-        members: One fit per kept draw (``(point,)`` when no sampling was done).
-    """
-
-    point: GPFit
-    members: tuple[GPFit, ...]
-
-    @property
-    def X(self) -> NDArray[np.float64]:
-        return self.point.X
-
-    @property
-    def y(self) -> NDArray[np.float64]:
-        return self.point.y
-
-    @property
-    def dim(self) -> int:
-        return self.point.dim
-
-    @property
-    def warp(self) -> OutputWarp | None:
-        return self.point.warp
-
-    @property
-    def factors(self) -> tuple[CategoryFactor, ...]:
-        return self.point.factors
-
-    @property
-    def log_likelihood(self) -> float:
-        return self.point.log_likelihood
-
-    def describe(self) -> str:
-        return self.point.describe() + (f"; averaged over {len(self.members)} posterior draws"
-                                        if len(self.members) > 1 else "")
-
-    def hyperparameters(self) -> dict[str, Any]:
-        """The point fit's hyperparameters plus the posterior's median and 90 % interval of each."""
-        out = self.point.hyperparameters()
-        if len(self.members) > 1:
-            draws = np.array([_pack(m) for m in self.members])
-            logs = np.concatenate([np.full(s.size, s.log) for s in _slots(self.point)])
-            values = np.where(logs, np.exp(draws), draws)
-            q = np.quantile(values, [0.05, 0.5, 0.95], axis=0)
-            out["posterior"] = {"draws": len(self.members), "names": _names(self.point),
-                                "q05": q[0].tolist(), "median": q[1].tolist(), "q95": q[2].tolist()}
-        return out
-
-    def predict(self, X: ArrayLike, noise: bool = False) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-        """Mixture mean and sd in original units, shape ``(a,)`` each (``noise``: a new trial's result)."""
-        X = np.asarray(X, dtype=np.float64)
-        first, second = np.zeros(X.shape[0]), np.zeros(X.shape[0])
-        for m in self.members:
-            mean, sd = m.predict(X, noise)
-            first += mean
-            second += sd * sd + mean * mean
-        k = len(self.members)
-        mean = first / k
-        return mean, np.sqrt(np.maximum(second / k - mean * mean, 0.0))
-
-    def predict_mean(self, X: ArrayLike) -> NDArray[np.float64]:
-        return self.predict(X)[0]
-
-    def share(self, part: int, parts: int) -> GPEnsemble:
-        """Members ``part, part + parts, ...``: one of ``parts`` disjoint shares (the whole when there are fewer).
-
-        The surrogate curve draws each of its point sets from one share, so every member
-        is factorised once on one set instead of on every set.
-        """
-        chosen = self.members[part::parts] if len(self.members) >= parts else self.members
-        return GPEnsemble(self.point, tuple(chosen) or self.members)
-
-    def sample_posterior(self, X: ArrayLike, n_samples: int,
-                         seed: int | Sequence[int] | np.random.Generator | None) -> NDArray[np.float64]:
-        """``n_samples`` joint draws of the latent function at ``X`` (original units), ``(S, a)``.
-
-        Draw ``s`` comes from member ``s mod k`` after a seeded shuffle of the members, so a
-        few samples use as many different hyperparameters as they can.
-        """
-        rng = as_generator(seed)
-        order = rng.permutation(len(self.members))
-        which = order[np.arange(int(n_samples)) % len(self.members)]
-        out = np.empty((int(n_samples), np.asarray(X).shape[0]))
-        for j in np.unique(which):
-            rows = np.flatnonzero(which == j)
-            out[rows] = self.members[j].sample_posterior(X, rows.size, rng)
-        return out
-
-
-def _names(gp: GPFit) -> list[str]:
-    names: list[str] = []
-    for t, term in enumerate(gp.terms):
-        if term.columns:
-            if not term.factors:
-                names.append(f"t{t}.variance")
-            names += [f"t{t}.lengthscale[{c}]" for c in term.columns][:_n_lengthscales(gp, term)]
-        for f in term.factors:
-            names += [f"t{t}.W[{f.column}][{i}]" for i in range(f.W.size)]
-            names += [f"t{t}.kappa[{f.column}][{i}]" for i in range(f.kappa.size)]
-    names.append("noise_variance")
-    if gp.warp is not None and gp.warp.two_sided:
-        names += ["warp.a", "warp.b"] + (["warp.top_logit"] if _has_ceiling(gp) else [])
-    for c in _warped_columns(gp):
-        names += [f"input_warp[{c}].a", f"input_warp[{c}].b"]
-    return names
-
-
 def sample_members(gp: GPFit, *, seed: int | Sequence[int] | np.random.Generator | None,
                    categories: Mapping[int, int] | None = None, kept: int | None = None) -> tuple[GPFit, ...]:
     """Posterior draws of ``gp``'s hyperparameters (and warp), each a fit conditioned on all of ``gp``'s data."""
@@ -476,7 +240,7 @@ def sample_members(gp: GPFit, *, seed: int | Sequence[int] | np.random.Generator
     rng = as_generator(seed)
     rows = fit_subset(n, MAX_SAMPLER_POINTS, rng, category_labels(gp.X, categories))
     logp = _log_posterior(gp, gp.X[rows], gp.y[rows])
-    theta0 = _pack(gp)
+    theta0 = pack(gp)
     if not math.isfinite(logp(theta0)):  # e.g. the fit's noise sits on the floor below the prior's box
         theta0 = np.clip(theta0, *_box_in_sampler_units(gp))
         if not math.isfinite(logp(theta0)):
@@ -486,7 +250,7 @@ def sample_members(gp: GPFit, *, seed: int | Sequence[int] | np.random.Generator
                        if count > 0])
     members = []
     for theta in draws:
-        terms, noise, warp, inputs = _unpack(theta, gp)
+        terms, noise, warp, inputs = unpack(theta, gp)
         g = gp.y if warp is None else warp.forward(gp.y)
         y_mean, y_std = (gp.y_mean, gp.y_std) if warp is None else (float(np.mean(g)), float(np.std(g)) or 1.0)
         members.append(GPFit(terms, noise, y_mean, y_std, gp.log_likelihood, gp.X, gp.y, gp.kernel_name, warp,
@@ -520,10 +284,10 @@ def _chain_starts(gp: GPFit, theta0: NDArray[np.float64], logp: Callable[[NDArra
 
 def _ceiling_index(gp: GPFit) -> int | None:
     """Position of the ceiling's coordinate in the parameter vector, or None."""
-    if not _has_ceiling(gp):
+    if not has_ceiling(gp):
         return None
     i = 0
-    for s in _slots(gp):
+    for s in parameter_slots(gp):
         if s.prior == CEILING_PRIOR and s.size == 1 and not s.log:
             return i
         i += s.size
@@ -532,7 +296,7 @@ def _ceiling_index(gp: GPFit) -> int | None:
 
 def _box_in_sampler_units(gp: GPFit) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     lo, hi = [], []
-    for s in _slots(gp):
+    for s in parameter_slots(gp):
         a, b = (math.log(s.box[0]), math.log(s.box[1])) if s.log else s.box
         margin = 1e-6 * (b - a)
         lo += [a + margin] * s.size

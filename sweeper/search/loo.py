@@ -8,7 +8,7 @@ Williams 2006, eq. 5.10-5.12): with the hyperparameters fixed, the prediction of
     mean_i = z_i - [K^-1 z]_i / [K^-1]_ii,    var_i = 1 / [K^-1]_ii
 
 (``K`` the covariance of the standardised outputs ``z``, noise included): ``n`` predictions
-from one inverse, no refits. For a mixture of fits (:class:`sweeper.search.hyperposterior.GPEnsemble`)
+from one inverse, no refits. For a mixture of fits (:class:`sweeper.search.ensemble.GPEnsemble`)
 each member's leave-one-out Gaussian is computed on its own scale and the mixture's
 probability integral transform ``u_i = P(Y_i <= y_i | others)`` is their average; a warp
 maps intervals to intervals, so ``u_i`` is the same on the metric's own scale. From the

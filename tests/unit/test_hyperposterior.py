@@ -9,8 +9,9 @@ import pytest
 from scipy.special import expit
 
 from sweeper.search.design import sobol_design
+from sweeper.search.ensemble import GPEnsemble
 from sweeper.search.gp import GPFit
-from sweeper.search.hyperposterior import KEPT, GPEnsemble, fit_posterior, members_for, sample_members, slice_sample
+from sweeper.search.hyperposterior import KEPT, fit_posterior, members_for, sample_members, slice_sample
 from sweeper.search.kernels import KernelTerm
 from sweeper.search.warping import MetricBounds
 

@@ -7,9 +7,9 @@ import pytest
 from scipy.special import ndtr, ndtri
 
 from sweeper.search.design import sobol_design
+from sweeper.search.ensemble import GPEnsemble
 from sweeper.search.gp import GPFit
 from sweeper.search.gp_fit import fit_gp
-from sweeper.search.hyperposterior import GPEnsemble
 from sweeper.search.kernels import KernelTerm
 from sweeper.search.loo import MIN_COVERAGE95, LOOCheck, loo_check, loo_gaussian
 from sweeper.search.warping import MetricBounds, OutputWarp
