@@ -42,7 +42,7 @@ def test_svm_sweep_records_every_trial_in_mlflow(tmp_path: Path) -> None:
             assert r.data.tags.get(tag), f"{tag} missing on trial {r.data.tags['sweeper.trial_index']}"
         assert r.data.tags["sweeper.status"] == "FINISHED"
     for r in children[4:]:
-        assert float(r.data.tags["sweeper.search.acquisition"]) > 0
+        assert float(r.data.tags["sweeper.acquisition"]) > 0
         assert float(r.data.tags["sweeper.predicted_sd"]) > 0
         # conf/svm.yaml declares the accuracy's bounds: the searcher's GP predicts inside them.
         assert 0.0 < float(r.data.tags["sweeper.predicted_mean"]) < 1.0
