@@ -107,7 +107,7 @@ def get_run(tracking_uri: str, run_id: str) -> Any:
     from mlflow.exceptions import MlflowException
 
     try:
-        return MlflowClient(absolute_tracking_uri(tracking_uri)).get_run(run_id)
+        return read_client(tracking_uri).get_run(run_id)
     except MlflowException as exc:
         raise LookupError(f"no MLflow run {run_id} at {tracking_uri} ({exc})") from exc
 

@@ -45,14 +45,18 @@ class Sweep:
         return parents[0], children
 
 
-def run_cli(app: Path, tmp_path: Path, *overrides: str, timeout: int = 300) -> Sweep:
-    """Run ``python APP --multirun hydra/sweeper=multiverse ...`` in a subprocess, as a user does."""
+def _kept_in(tmp_path: Path) -> tuple[Path, str, list[str]]:
+    """Where a test's sweep keeps Hydra's outputs and its MLflow store, and the overrides that say so."""
     sweep_dir = tmp_path / "multirun"
     tracking_uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
-    cmd = [
-        sys.executable, str(app), "--multirun", "hydra/sweeper=multiverse",
-        f"hydra.sweep.dir={sweep_dir}", f"mlflow.tracking_uri={tracking_uri}", "ray.num_cpus=2", *overrides,
-    ]
+    return sweep_dir, tracking_uri, [f"hydra.sweep.dir={sweep_dir}", f"mlflow.tracking_uri={tracking_uri}",
+                                     "ray.num_cpus=2"]
+
+
+def run_cli(app: Path, tmp_path: Path, *overrides: str, timeout: int = 300) -> Sweep:
+    """Run ``python APP --multirun hydra/sweeper=multiverse ...`` in a subprocess, as a user does."""
+    sweep_dir, tracking_uri, kept = _kept_in(tmp_path)
+    cmd = [sys.executable, str(app), "--multirun", "hydra/sweeper=multiverse", *kept, *overrides]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("HYDRA_FULL_ERROR", None)
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
@@ -64,10 +68,8 @@ def run_documented_sweep(command: str, tmp_path: Path, *overrides: str, timeout:
     the MLflow store in ``tmp_path`` (where the documented analysis commands then find them)."""
     from tests.documented import run_documented
 
-    sweep_dir = tmp_path / "multirun"
-    tracking_uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
-    extra = [f"hydra.sweep.dir={sweep_dir}", f"mlflow.tracking_uri={tracking_uri}", "ray.num_cpus=2", *overrides]
-    proc = run_documented(" ".join([command, *map(shlex.quote, extra)]), REPO, timeout=timeout)
+    sweep_dir, tracking_uri, kept = _kept_in(tmp_path)
+    proc = run_documented(" ".join([command, *map(shlex.quote, [*kept, *overrides])]), REPO, timeout=timeout)
     return Sweep(proc, sweep_dir, tracking_uri)
 
 
