@@ -1,6 +1,6 @@
 """The shell commands the documents show, so tests run them as written (issue 16).
 
-Every line of a fenced ``bash`` block in README.md, cluster/README.md and docs/*.md is a
+Every line of a fenced ``bash`` block in README.md, cluster/README.md and docs/**/*.md is a
 documented command (continuation lines joined, a trailing ``# comment`` dropped). A test
 that runs one takes it through :func:`documented`, which fails when the document no longer
 shows it; tests/unit/test_documented_commands.py checks that every documented command is
@@ -18,7 +18,7 @@ from pathlib import Path
 
 from tests.conftest import REPO
 
-DOCUMENTS = ("README.md", "cluster/README.md", "docs/*.md")
+DOCUMENTS = ("README.md", "cluster/README.md", "docs/**/*.md")
 
 _FENCE = re.compile(r"^```(?:bash|sh|shell)\n(.*?)^```", re.S | re.M)
 _COMMENT = re.compile(r"(^|\s+)#\s.*$")
@@ -73,7 +73,7 @@ NOT_RUN_HERE: dict[str, str] = {
     "python experiments/train.py --multirun +experiment=optimizer_gap/paper data.root=/datasets":
         "paper scale: ResNet-18 on CIFAR-10 for GPU-hours; the CPU scale of the same experiment runs in "
         "test_experiments.py, and reading CIFAR files in tests/unit/test_train_data.py",
-    # cluster/README.md: a Docker daemon, root, Slurm, Kubernetes and AWS are not on the test machines.
+    # docs/clusters.md: a Docker daemon, root, Slurm, Kubernetes and AWS are not on the test machines.
     "cd cluster/mlflow": "part of the Docker Compose recipe (no Docker daemon on the test machines)",
     'echo "POSTGRES_PASSWORD=$(openssl rand -hex 16)" > .env': "part of the Docker Compose recipe",
     "docker compose up -d --build": "needs a Docker daemon and image downloads",

@@ -20,28 +20,40 @@ class MultiverseSweeperConf:
     """Settings of one sweep; field names equal the sweeper's constructor arguments."""
 
     _target_: str = "hydra_plugins.multiverse_sweeper.multiverse_sweeper.MultiverseSweeper"
-    strategy: str = "ivr"  # random | sobol | grid | ivr | ucb
+    # random | sobol | grid (the full factorial of the discrete dims in a seeded order, replicated beyond its
+    # size) | ivr (Sobol points, then GP integrated variance reduction) | ucb (Sobol points, then GP-UCB)
+    strategy: str = "ivr"
     metric: str = "objective"  # the task's output to model; a float return is named this
-    mode: str = "max"  # max | min
+    mode: str = "max"  # max | min: the metric's direction (for ucb and for the best trial)
     n_initial: int = 8  # Sobol points before the GP takes over (ivr, ucb)
-    batch_size: int = 8  # points chosen together from the same results
-    num_trials: int = 32
-    params: Dict[str, Any] = field(default_factory=dict)  # search space, Hydra override grammar
-    seed: int = 0  # the searcher's own seed: Sobol scramble, integration points, GP restarts
+    # points planned together from one GP fit; with ivr and without deterministic, the rest of a batch is
+    # re-planned when results arrived since it was planned and the refit is short next to the trials
+    batch_size: int = 8
+    num_trials: int = 32  # trials in the sweep, failed ones included
+    # the search space: key -> a string of Hydra's override grammar, e.g. lr: tag(log, interval(1e-4, 1));
+    # a key given on the command line replaces the same key here
+    params: Dict[str, Any] = field(default_factory=dict)
+    seed: int = 0  # the searcher's own seed: Sobol scramble, candidates, integration points, GP restarts
     deterministic: bool = False  # commit to whole batches: same points whatever the timing
-    max_failure_rate: float = 0.5  # stop once failures exceed this fraction of num_trials
+    max_failure_rate: float = 0.5  # start no new trial once more than this fraction of num_trials failed
     trial_timeout_s: Optional[float] = None  # a trial running longer ends TIMEOUT (a failure); null: no limit
     ucb_beta: float = 2.0  # exploration weight of the ucb strategy
     n_candidates: int = 2048  # quasi-random candidates the acquisition is maximised over
     n_integration: int = 1024  # quasi-random Monte-Carlo points of the IVR integral
     gp_restarts: int = 3  # optimiser starts of a cold GP fit (warm refits: the last optimum + the fixed start)
-    gp_max_fit_points: Optional[int] = 300  # above this many results the restarts fit a seeded subset (null: all)
+    # above this many results the restarts fit a seeded random subset (null: all); the posterior
+    # always conditions on every result
+    gp_max_fit_points: Optional[int] = 300
     gp_refine_max_points: Optional[int] = 1000  # up to this many, the best restart is refined on all (null: never)
-    gp_lengthscale_prior: bool = False  # MAP fit with a LogNormal lengthscale prior (Hvarfner et al. 2024)
+    # fit the GP as MAP with a LogNormal prior on the continuous lengthscales (Hvarfner et al. 2024,
+    # BoTorch's default); false: maximum likelihood
+    gp_lengthscale_prior: bool = False
     ivr_local_search: bool = False  # ivr: add local-search candidates around the best Sobol candidates
     kernel: str = "matern52-ard"  # matern52-ard | matern52 | rbf-ard | rbf (continuous dims)
     coregion_rank: int = 1  # rank of W in each categorical dim's B = W W^T + diag(kappa)
-    stop_on_bayes_factor: Optional[float] = None  # T: stop once K > T or K < 1/T (interaction test)
+    # T: before each batch, test an additive GP against a shared one (Bell et al. 2022, eq. 8) and stop once
+    # K > T or K < 1/T; null: never
+    stop_on_bayes_factor: Optional[float] = None
     # [low, high] the metric can take, either null ([0, 1] for an accuracy): the GP models it warped
     # so every prediction respects them; a trial returning a value outside them FAILS. null: no bounds.
     metric_bounds: Optional[List[Any]] = None
@@ -57,8 +69,10 @@ UPLOAD_EXCLUDES = (".git", ".venv", "venv", "__pycache__", "*.pyc", "multirun", 
 class ResourcesConf:
     """Resources one trial reserves; fractional GPUs pack several trials on one GPU."""
 
-    cpu: float = 1.0
-    gpu: float = 0.0
+    cpu: float = 1.0  # CPUs one trial reserves
+    gpu: float = 0.0  # GPUs one trial reserves; 0.25 runs 4 trials per GPU (they share its memory)
+    # custom resources, e.g. {large_gpu: 1}: trials then run only on nodes started with
+    # --resources='{"large_gpu": 1}'
     custom: Dict[str, float] = field(default_factory=dict)
 
 
@@ -66,13 +80,15 @@ class ResourcesConf:
 class RayConf:
     """Where trials run: a local Ray started by the sweeper (address null) or a cluster."""
 
-    address: Optional[str] = None  # null: start a local Ray; auto | host:6379 | ray://host:10001
+    # null: start a new local Ray (even where RAY_ADDRESS is set); auto: the cluster this machine is a node
+    # of (or RAY_ADDRESS); host:6379: the head's GCS address; ray://host:10001: Ray Client, from anywhere
+    address: Optional[str] = None
     num_cpus: Optional[int] = None  # local Ray only; null: all cores
     num_gpus: Optional[int] = None  # local Ray only; null: detect
     resources_per_trial: ResourcesConf = field(default_factory=ResourcesConf)
-    log_to_driver: bool = False  # forward the workers' stdout/stderr to this console
+    log_to_driver: bool = False  # forward the workers' stdout/stderr to this console (each job logs to its folder)
     max_concurrent_trials: Optional[int] = None  # null: as many as the resources per trial allow
-    max_failures: int = 0  # retries of a trial whose worker died (not of task exceptions)
+    max_failures: int = 0  # retries of a trial whose worker or node died (task exceptions are never retried)
     # Ray Tune's experiment state (and trial checkpoints); null: the sweep dir on the driver.
     # On several nodes: a path every node mounts at the same place (NFS), or s3://bucket/prefix.
     storage_path: Optional[str] = None
@@ -80,14 +96,17 @@ class RayConf:
     # a cluster (ray.address set) and nothing on a local Ray; a path uploads it; null uploads nothing.
     working_dir: Optional[str] = "auto"
     py_modules: List[str] = field(default_factory=list)  # package folders or names shipped too, e.g. [sweeper]
-    excludes: List[str] = field(default_factory=lambda: list(UPLOAD_EXCLUDES))  # left out of working_dir
-    runtime_env: Dict[str, Any] = field(default_factory=dict)  # more of Ray's runtime_env: pip, conda, env_vars
+    excludes: List[str] = field(default_factory=lambda: list(UPLOAD_EXCLUDES))  # gitignore-style: not uploaded
+    # anything else of Ray's runtime_env (pip, conda, container, env_vars), merged over what the sweeper sets
+    runtime_env: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class MLflowConf:
     """Where records go: a local SQLite file by default, a tracking server on a cluster."""
 
+    # any MLflow tracking URI: http://host:5000 for a tracking server; a SQLite file works on a cluster too
+    # (only the driver writes to it)
     tracking_uri: str = "sqlite:///mlruns.db"
     # null: the app's name (Hydra's job name), filled in by the sweeper's driver.
     experiment_name: Optional[str] = None
@@ -100,13 +119,18 @@ class EnvConf:
     Every key is sweepable: env.seed='range(0,200)' env.threads=1,2 env.deterministic=true,false
     """
 
-    seed: int = 0  # seeds Python, NumPy and torch (CPU and CUDA)
-    threads: Optional[int] = None  # BLAS/OpenMP and torch threads; null leaves them as they are
-    deterministic: bool = False  # torch deterministic algorithms, CUBLAS_WORKSPACE_CONFIG, cuDNN deterministic
-    cudnn: bool = True  # cuDNN enabled
-    cudnn_benchmark: bool = False  # cuDNN autotuner (fast, not reproducible); forced off by deterministic
-    device: str = "auto"  # cpu | cuda | auto (cuda when the trial was given a GPU)
-    matmul_precision: str = "highest"  # float32 matmul precision: highest | high | medium
+    seed: int = 0  # seeds Python's random, NumPy and torch (CPU and every CUDA device) in one call
+    # BLAS/OpenMP pools (threadpoolctl), torch.set_num_threads and OMP/MKL/OPENBLAS_NUM_THREADS; null leaves
+    # them as they are
+    threads: Optional[int] = None
+    # torch.use_deterministic_algorithms, CUBLAS_WORKSPACE_CONFIG=:4096:8, cuDNN deterministic, autotuner off
+    deterministic: bool = False
+    cudnn: bool = True  # torch.backends.cudnn.enabled
+    cudnn_benchmark: bool = False  # the cuDNN autotuner (fast, not reproducible); forced off by deterministic
+    device: str = "auto"  # cpu | cuda | auto: cuda when Ray gave the trial a GPU
+    # torch.set_float32_matmul_precision: highest | high | medium; at highest, TF32 convolutions
+    # (torch.backends.cudnn.allow_tf32) are off too
+    matmul_precision: str = "highest"
 
 
 # The env group, for any application: `defaults: [env: default]`, then env=reproducible or env=fast.

@@ -48,7 +48,7 @@ def start_ray(ray_cfg: dict[str, Any], code_dir: str | None, client: bool = Fals
             raise SweeperConfigError(
                 f"ray.address={address!r}: the cluster uses Ray's token authentication and refused this "
                 f"driver. Run the sweep with RAY_AUTH_MODE=token and the cluster's token in RAY_AUTH_TOKEN "
-                f"(or in ~/.ray/auth_token); see cluster/README.md."
+                f"(or in ~/.ray/auth_token); see docs/clusters.md."
             ) from exc
         raise SweeperConfigError(
             f"ray.address={address!r}: cannot connect to a Ray cluster there ({exc}). Start one with "
@@ -60,7 +60,7 @@ def start_ray(ray_cfg: dict[str, Any], code_dir: str | None, client: bool = Fals
         raise SweeperConfigError(
             f"ray.address={address!r}: this machine is not a node of that cluster, and a driver joining by "
             f"GCS address must run on one ({exc}). From outside the cluster use ray.address=ray://HEAD:10001 "
-            f"(Ray Client) or `ray job submit`; see cluster/README.md."
+            f"(Ray Client) or `ray job submit`; see docs/clusters.md."
         ) from exc
     resources = ray.cluster_resources()
     nodes = [n for n in ray.nodes() if n.get("Alive")]

@@ -4,7 +4,7 @@ Each is a context manager that starts the service as this machine's own processe
 loopback ports, waits until it answers, and always stops it on exit, test failure or not:
 every service runs in a process group of its own, which is terminated and then killed.
 Nothing here is a stand-in: the PostgreSQL server is Debian's, the MLflow server is started
-by ``cluster/mlflow/serve.sh`` exactly as the cluster README says, and the Ray nodes are
+by ``cluster/mlflow/serve.sh`` exactly as docs/clusters.md says, and the Ray nodes are
 ``ray start`` processes.
 """
 

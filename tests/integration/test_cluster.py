@@ -59,7 +59,7 @@ def postgres():
 
 @pytest.fixture(scope="module")
 def tracking_server(postgres: Postgres, tmp_path_factory):
-    """The tracking server as cluster/README.md sets it up: its user and database, made by its ``psql``
+    """The tracking server as docs/clusters.md sets it up: its user and database, made by its ``psql``
     command (on the test's PostgreSQL, as its superuser), then its ``serve.sh`` command (on that port)."""
     root = tmp_path_factory.mktemp("mlflow-server")
     create = documented("sudo -u postgres psql -c \"CREATE USER mlflow PASSWORD 'change-me'\" "
@@ -170,7 +170,7 @@ def test_tracking_server_listens_on_loopback_only(tracking_server: MLflowServer)
 
 
 def test_basic_auth_as_the_readme_sets_it_up(postgres: Postgres, tmp_path, monkeypatch) -> None:
-    """cluster/README.md's sign-in recipe, command by command: the server with basic auth, the admin
+    """docs/clusters.md's sign-in recipe, command by command: the server with basic auth, the admin
     creating alice with curl, and alice's exported credentials, which the sweeper's tracker uses."""
     backend = postgres.create_database("mlflow_auth_backend")
     serve = documented("MLFLOW_AUTH=1 MLFLOW_AUTH_ADMIN_PASSWORD='a-long-admin-password' "

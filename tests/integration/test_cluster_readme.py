@@ -1,4 +1,4 @@
-"""cluster/README.md's own Ray commands, run as written on this machine (issue 16).
+"""docs/clusters.md's own Ray commands, run as written on this machine (issue 16).
 
 The token, the head, a plain worker and a worker with a custom resource, ``ray status``, then
 the README's three sweeps of ``experiments/svm.py``: ``ray.address=auto`` from the launch
@@ -76,7 +76,7 @@ def test_the_cluster_readmes_ray_commands_and_sweeps(tmp_path: Path) -> None:
     node_env = {**os.environ, **env, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}"}
     logs = tmp_path / "logs"
     logs.mkdir()
-    # The sweep's side: the token, as cluster/README.md says for every node "and for the sweep".
+    # The sweep's side: the token, as docs/clusters.md says for every node "and for the sweep".
     for_sweep = documented("export RAY_AUTH_MODE=token RAY_AUTH_TOKEN=...").replace("...", token)
     client_env = {**env, **dict(kv.split("=", 1) for kv in for_sweep.split()[1:])}
     with contextlib.ExitStack() as stack, postgres_server() as postgres, \

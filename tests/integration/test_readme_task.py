@@ -1,9 +1,10 @@
-"""The README's "Write a sweep of your own", run as written (issue 16).
+"""The sweeps the documents show, run as written (issues 16, 17).
 
-The task, its YAML and both commands are read from README.md itself, so an example that
-stops working fails here. The task's training loop is the README's ``...``: it is filled
-with a few lines of arithmetic (the only change to the task), and the sweeps are made small
-by changing the numbers of trials the commands and YAML give (32, 64) to 6.
+README.md's "A sweep in ten lines" and docs/writing-a-sweep.md's "A task and its config": the
+task, its YAML and the commands are read from the documents themselves, so an example that
+stops working fails here. The docs' task has a training loop of ``...``: it is filled with a
+few lines of arithmetic (the only change to a task), and the sweeps are made small by changing
+the numbers of trials the commands and YAML give (16, 32, 64) to 6.
 """
 
 from __future__ import annotations
@@ -18,25 +19,51 @@ from tests.documented import block_commands, documented, run_documented
 
 pytestmark = pytest.mark.integration
 
-SECTION = "## Write a sweep of your own"
 LOOP_BODY = "        loss, acc, train_acc = 1.0 / (1 + epoch), 1.0 - cfg.lr / (1 + cfg.depth), 1.0\n"
+SMALL = "hydra.sweeper.n_initial=3 hydra.sweeper.batch_size=3"
 
 
-def readme_section() -> str:
-    text = (REPO / "README.md").read_text(encoding="utf-8")
-    start = text.index(SECTION)
-    return text[start:text.index("\n## ", start + len(SECTION))]
+def section(document: str, heading: str) -> str:
+    """The text of ``document`` from ``heading`` to the next heading of the same level (or the end)."""
+    text = (REPO / document).read_text(encoding="utf-8")
+    start = text.index(f"\n{heading}\n") + 1
+    end = text.find("\n## ", start + len(heading))
+    return text[start:end if end >= 0 else None]
 
 
 def fenced(section: str, language: str) -> list[str]:
     return re.findall(rf"```{language}\n(.*?)```", section, re.S)
 
 
-def test_the_readmes_own_task_and_commands_run_as_written(tmp_path: Path) -> None:
-    section = readme_section()
-    task, yaml_text, shell = (fenced(section, language)[0] for language in ("python", "yaml", "bash"))
+def test_the_readmes_ten_line_sweep_runs_as_written(tmp_path: Path) -> None:
+    shown = section("README.md", "## A sweep in ten lines")
+    (task,), (shell,) = fenced(shown, "python"), fenced(shown, "bash")
+    assert task.startswith("# experiments/quadratic.py")
+    (tmp_path / "experiments").mkdir()
+    (tmp_path / "experiments" / "quadratic.py").write_text(task)
+    (command,) = [c.text for c in block_commands(shell)]
+    assert command == documented("python experiments/quadratic.py --multirun hydra/sweeper=multiverse "
+                                 "'+x=interval(-2, 2)' '+y=interval(-2, 2)' hydra.sweeper.num_trials=16")
+    proc = run_documented(f"{command.replace('num_trials=16', 'num_trials=6')} {SMALL}", tmp_path, timeout=300)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"{command}\n{output[-4000:]}"
+    assert "Finished 6 trials (0 failed)" in output, output[-4000:]
+
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlruns.db'}")
+    experiment = client.get_experiment_by_name("quadratic")  # the app's name, as the README says
+    assert experiment is not None
+    trials = [r for r in client.search_runs([experiment.experiment_id]) if "mlflow.parentRunId" in r.data.tags]
+    assert len(trials) == 6 and all("objective" in r.data.metrics for r in trials)
+    assert all(-2 <= float(r.data.params[k]) <= 2 for r in trials for k in ("x", "y"))
+
+
+def test_the_docs_task_and_commands_run_as_written(tmp_path: Path) -> None:
+    shown = section("docs/writing-a-sweep.md", "## A task and its config")
+    task, yaml_text, shell = (fenced(shown, language)[0] for language in ("python", "yaml", "bash"))
     assert task.startswith("# experiments/my_task.py") and yaml_text.startswith("# conf/my_task.yaml")
-    assert task.count("        ...\n") == 1, "the README's loop body changed: update LOOP_BODY"
+    assert task.count("        ...\n") == 1, "the page's loop body changed: update LOOP_BODY"
     (tmp_path / "experiments").mkdir()
     (tmp_path / "conf").mkdir()
     (tmp_path / "experiments" / "my_task.py").write_text(task.replace("        ...\n", LOOP_BODY))
@@ -48,8 +75,7 @@ def test_the_readmes_own_task_and_commands_run_as_written(tmp_path: Path) -> Non
                                "'lr=tag(log, interval(1e-5, 1e-1))' epochs=20 hydra.sweeper.num_trials=64")]
     for i, command in enumerate(runs):
         small = command.replace("num_trials=64", "num_trials=6")
-        proc = run_documented(f"{small} hydra.sweeper.n_initial=3 hydra.sweeper.batch_size=3 "
-                              f"hydra.sweep.dir=multirun-{i}", tmp_path, timeout=300)
+        proc = run_documented(f"{small} {SMALL} hydra.sweep.dir=multirun-{i}", tmp_path, timeout=300)
         output = proc.stdout + proc.stderr
         assert proc.returncode == 0, f"{command}\n{output[-4000:]}"
         assert "Finished 6 trials (0 failed)" in output, output[-4000:]
@@ -70,7 +96,8 @@ def test_the_readmes_own_task_and_commands_run_as_written(tmp_path: Path) -> Non
         assert len(trials) == 6 and all("val_acc" in r.data.metrics for r in trials)
         assert all(low <= float(r.data.params["lr"]) <= high for r in trials), [r.data.params["lr"] for r in trials]
 
-    # The README's report and multiverse commands on this sweep, as written (the first sweep's run id filled in).
+    # The report and multiverse commands of docs/reports.md on this sweep, as written (the first sweep's run id
+    # filled in).
     report = documented('sweeper report --experiment my-task --tracking-uri sqlite:///mlruns.db --run <parent run id> '
                         '--metric val_acc --group-by optimizer --filter "train_acc >= 0.99" --out report-my-task')
     proc = run_documented(report.replace("<parent run id>", sweeps[0]), tmp_path, timeout=300)

@@ -1,6 +1,6 @@
-"""The README's figure command, ``experiments/svm_maps.py``, runs (it had imported a helper that no longer existed).
+"""The figure command of docs/reports.md, ``experiments/svm_maps.py``, runs (it had imported a helper that was gone).
 
-The README's command as written, with a coarser ground-truth grid (``--grid 6``, 36 SVC fits
+The command as written, with a coarser ground-truth grid (``--grid 6``, 36 SVC fits
 instead of 625) and the output in a temporary folder: two 32-trial SVM sweeps through the
 Hydra command line, the bounded multiverse fits, the figure and its JSON.
 """
