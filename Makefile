@@ -41,14 +41,17 @@ endef
 # The layers' import contracts first ([tool.importlinter] in pyproject.toml), then the unit tests.
 test-unit: $(STAMP)
 	$(BIN)/lint-imports --no-cache
-	@$(call run_pytest,-m "not integration" -q)
+	@$(call run_pytest,-m "not integration" -q -n 2)
 
 # PostgreSQL and Chromium for the cluster tests, from apt when absent (scripts/install-test-services.sh).
 system-deps:
 	@bash scripts/install-test-services.sh
 
+# Two pytest-xdist workers (2 cores: the tests wait on Ray, servers and subprocesses part of the time),
+# then the tests marked serial alone (tests/integration/conftest.py says which run together).
 test-integration: $(STAMP) system-deps
-	@$(call run_pytest,-m integration -q --durations=15)
+	@$(call run_pytest,-m "integration and not serial" -q -n 2 --dist loadgroup --durations=25)
+	@$(call run_pytest,-m "integration and serial" -q --durations=5)
 
 BENCH_STAMP := $(VENV)/.installed-bench
 

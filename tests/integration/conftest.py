@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,22 @@ from tests.conftest import REPO
 
 TOY_APP = REPO / "tests" / "integration" / "apps" / "toy.py"
 SVM_APP = REPO / "experiments" / "svm.py"
+
+# ------------------------------------------------------------------ running in parallel
+# make test-integration runs these tests on pytest-xdist workers (--dist loadgroup), then the
+# ones marked ``serial`` alone. A module's tests stay on one worker (its module fixtures, a
+# PostgreSQL or an MLflow server, start once), except the modules listed as spread, whose tests
+# share nothing. Only test_cluster_readme joins a cluster by ``ray.address=auto`` (the machine's
+# "current cluster"): services.ray_cluster keeps the clusters of other tests out of that role.
+_SPREAD = {"test_bad_input", "test_user_apps"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        module = item.module.__name__ if item.module else ""
+        if module.startswith("tests.integration.") and item.get_closest_marker("xdist_group") is None:
+            if module.rsplit(".", 1)[-1] not in _SPREAD:
+                item.add_marker(pytest.mark.xdist_group(module))
 
 
 @dataclass
@@ -45,31 +63,77 @@ class Sweep:
         return parents[0], children
 
 
-def _kept_in(tmp_path: Path) -> tuple[Path, str, list[str]]:
-    """Where a test's sweep keeps Hydra's outputs and its MLflow store, and the overrides that say so."""
+class SharedRay:
+    """One Ray head per test process, started on first use, that command-line sweeps join.
+
+    Starting a local Ray costs a sweep about 5 s and as many CPU-seconds (its GCS, raylet,
+    dashboard, agents and monitor); the sweeps of the suite that test what a sweep records, not
+    how it starts Ray, join this head instead (``ray.address=<head> ray.working_dir=null``, as on
+    a cluster whose nodes have the code). It has the 2 CPUs the local Rays get, is never the
+    machine's "current cluster" (tests that start their own join theirs by ``auto``), and stops
+    with the session.
+    """
+
+    def __init__(self) -> None:
+        self._stack = contextlib.ExitStack()
+        self._cluster: Any = None
+
+    def join(self) -> tuple[list[str], dict[str, str]]:
+        """The overrides and environment variables a sweep joins the head with."""
+        if self._cluster is None:
+            from tests.integration.services import ray_cluster
+
+            self._cluster = self._stack.enter_context(ray_cluster({"shared": {}}, cpus_per_node=2))
+        return [f"ray.address={self._cluster.address}", "ray.working_dir=null"], self._cluster.client_env
+
+    def close(self) -> None:
+        self._stack.close()
+
+
+SHARED_RAY = SharedRay()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _stop_the_shared_ray() -> Iterator[None]:
+    yield
+    SHARED_RAY.close()
+
+
+#: Settings of where Ray runs: a sweep that sets one itself starts its own local Ray.
+_RAY_PLACEMENT = ("ray.address", "ray.num_cpus", "ray.num_gpus", "ray.working_dir")
+
+
+def _kept_in(tmp_path: Path, local_ray: bool,
+             overrides: tuple[str, ...]) -> tuple[Path, str, list[str], dict[str, str]]:
+    """Where a test's sweep keeps Hydra's outputs and its MLflow store, on which Ray it runs, and
+    the overrides and environment that say so: a local Ray the sweep starts (``local_ray``, how a
+    user's first sweep runs, or when the test sets where Ray runs) or the session's shared head."""
     sweep_dir = tmp_path / "multirun"
     tracking_uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
-    return sweep_dir, tracking_uri, [f"hydra.sweep.dir={sweep_dir}", f"mlflow.tracking_uri={tracking_uri}",
-                                     "ray.num_cpus=2"]
+    local_ray = local_ray or any(o.split("=", 1)[0] in _RAY_PLACEMENT for o in overrides)
+    ray, env = (["ray.num_cpus=2"], {}) if local_ray else SHARED_RAY.join()
+    return sweep_dir, tracking_uri, [f"hydra.sweep.dir={sweep_dir}", f"mlflow.tracking_uri={tracking_uri}", *ray], env
 
 
-def run_cli(app: Path, tmp_path: Path, *overrides: str, timeout: int = 300) -> Sweep:
+def run_cli(app: Path, tmp_path: Path, *overrides: str, timeout: int = 300, local_ray: bool = False) -> Sweep:
     """Run ``python APP --multirun hydra/sweeper=multiverse ...`` in a subprocess, as a user does."""
-    sweep_dir, tracking_uri, kept = _kept_in(tmp_path)
+    sweep_dir, tracking_uri, kept, ray_env = _kept_in(tmp_path, local_ray, overrides)
     cmd = [sys.executable, str(app), "--multirun", "hydra/sweeper=multiverse", *kept, *overrides]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **ray_env}
     env.pop("HYDRA_FULL_ERROR", None)
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout)
     return Sweep(proc, sweep_dir, tracking_uri)
 
 
-def run_documented_sweep(command: str, tmp_path: Path, *overrides: str, timeout: int = 300) -> Sweep:
+def run_documented_sweep(command: str, tmp_path: Path, *overrides: str, timeout: int = 300,
+                         local_ray: bool = False) -> Sweep:
     """Run a documented sweep command as written, from the repository, with Hydra's outputs and
     the MLflow store in ``tmp_path`` (where the documented analysis commands then find them)."""
     from tests.documented import run_documented
 
-    sweep_dir, tracking_uri, kept = _kept_in(tmp_path)
-    proc = run_documented(" ".join([command, *map(shlex.quote, [*kept, *overrides])]), REPO, timeout=timeout)
+    sweep_dir, tracking_uri, kept, ray_env = _kept_in(tmp_path, local_ray, overrides)
+    proc = run_documented(" ".join([command, *map(shlex.quote, [*kept, *overrides])]), REPO, timeout=timeout,
+                          env=ray_env)
     return Sweep(proc, sweep_dir, tracking_uri)
 
 

@@ -267,6 +267,11 @@ def ray_cluster(nodes: Mapping[str, Mapping[str, float]], cpus_per_node: int = 1
 
     Each node also gets a custom resource named after it (``{name: 1}``), so a test can tell
     from Ray which node is which. Every node's process group is stopped at the end.
+
+    Each node keeps its sessions in a temp dir of its own, not /tmp/ray, so the cluster never
+    becomes the machine's "current cluster" (what ``ray.address=auto`` joins, and what ``ray
+    start`` on any node writes): tests that start a cluster of their own the way the docs say, and
+    join it by ``auto``, run beside these.
     """
     port, client_port = free_port(), free_port()
     address = f"127.0.0.1:{port}"
@@ -275,12 +280,15 @@ def ray_cluster(nodes: Mapping[str, Mapping[str, float]], cpus_per_node: int = 1
     env = {**os.environ, **client_env, "RAY_USAGE_STATS_ENABLED": "0",
            "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}"}
     started: list[RayNode] = []
+    temp_dirs: list[str] = []
     try:
         with contextlib.ExitStack() as stack:
             for i, (name, resources) in enumerate(nodes.items()):
                 res = json.dumps({name: 1, **resources})
+                # Short: Ray's socket paths (AF_UNIX, at most 107 bytes) live under it.
+                temp_dirs.append(tempfile.mkdtemp(prefix="rs", dir="/tmp"))
                 common = [f"--num-cpus={cpus_per_node}", "--num-gpus=0", f"--resources={res}", "--block",
-                          "--disable-usage-stats", "--object-store-memory=100000000"]
+                          "--disable-usage-stats", "--object-store-memory=100000000", f"--temp-dir={temp_dirs[-1]}"]
                 cmd = (_ray("start", "--head", f"--port={port}", f"--ray-client-server-port={client_port}",
                             "--include-dashboard=false", *common) if i == 0 else
                        _ray("start", f"--address={address}", *common))
@@ -295,13 +303,8 @@ def ray_cluster(nodes: Mapping[str, Mapping[str, float]], cpus_per_node: int = 1
     finally:
         # Each node's processes (GCS, raylet, workers) live in its `ray start` process group, which
         # the exit stack killed. No `ray stop`: it would end every Ray of the machine, not only ours.
-        # What `ray stop` would also do: forget this head as "the current cluster", or a later
-        # ray.init() with no address would try to join the dead head.
-        current = Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster"
-        with contextlib.suppress(OSError):
-            if current.read_text().strip().endswith(f":{port}"):
-                current.unlink()
-        shutil.rmtree(logs, ignore_errors=True)
+        for folder in (logs, *temp_dirs):
+            shutil.rmtree(folder, ignore_errors=True)
 
 
 def group_alive(pgid: int, wait_s: float = 10.0) -> bool:

@@ -4,7 +4,8 @@ The token, the head, a plain worker and a worker with a custom resource, ``ray s
 the README's three sweeps of ``experiments/svm.py``: ``ray.address=auto`` from the launch
 folder, the same with a fraction of a GPU and the custom resource, and as a Ray job through
 the head's dashboard. What a test must change is changed and said: the loopback address for
-HEAD_IP and MLFLOW_HOST, free ports for 6379, 8265 and 5000 (the machine may use them),
+HEAD_IP and MLFLOW_HOST, free ports for 6379, 8265 and 5000 (the machine may use them), and
+for each node's dashboard agent (Ray's fixed 52365, taken by any other Ray running beside),
 ``--block`` so that each node is a process group the test can stop (``ray stop`` would end
 every Ray of the machine), one CPU per node, a GPU declared on the custom-resource node (this
 machine has none), and fewer trials.
@@ -18,6 +19,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -37,7 +39,10 @@ from tests.integration.services import (
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SMALL = "hydra.sweeper.num_trials=3 hydra.sweeper.n_initial=3 hydra.sweeper.batch_size=3"
-NODE = "--block --num-cpus=1 --object-store-memory=100000000 --disable-usage-stats"
+def node() -> str:
+    """What each node's ``ray start`` gets here; the job server needs the head's agent to listen."""
+    return (f"--block --num-cpus=1 --object-store-memory=100000000 --disable-usage-stats "
+            f"--dashboard-agent-listen-port={free_port()}")
 
 
 def _trials(tracking_uri: str, experiment: str) -> list:
@@ -67,12 +72,12 @@ def test_the_cluster_readmes_ray_commands_and_sweeps(tmp_path: Path) -> None:
     assert (home / ".ray" / "auth_token").read_text().strip() == token
 
     on_head = documented("export RAY_AUTH_MODE=token RAY_AUTH_TOKEN=$(ray get-auth-token --generate 2>/dev/null)")
-    head = as_here(documented("ray start --head --port=6379")) + f" --dashboard-port={ports['8265']} {NODE}"
+    head = as_here(documented("ray start --head --port=6379")) + f" --dashboard-port={ports['8265']} {node()}"
     on_worker = documented("export RAY_AUTH_MODE=token RAY_AUTH_TOKEN=<the head's token>").replace(
         "<the head's token>", token)
-    workers = [as_here(documented("ray start --address=HEAD_IP:6379")) + f" {NODE}",
+    workers = [as_here(documented("ray start --address=HEAD_IP:6379")) + f" {node()}",
                as_here(documented("""ray start --address=HEAD_IP:6379 --resources='{"large_gpu": 1}'"""))
-               + f" --num-gpus=1 {NODE}"]
+               + f" --num-gpus=1 {node()}"]
     node_env = {**os.environ, **env, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}"}
     logs = tmp_path / "logs"
     logs.mkdir()
@@ -94,9 +99,15 @@ def test_the_cluster_readmes_ray_commands_and_sweeps(tmp_path: Path) -> None:
                             "experiments/svm.py --multirun hydra/sweeper=multiverse ray.address=auto "
                             "mlflow.tracking_uri=http://MLFLOW_HOST:5000")
         job = as_here(submit).replace("http://MLFLOW_HOST:5000", mlflow_url)
-        proc = run_documented(f"{job} {SMALL} mlflow.experiment_name=svm-job hydra.sweep.dir={tmp_path / 'job'}",
-                              REPO, env=client_env, timeout=400)
-        output = proc.stdout + proc.stderr
+        for _ in range(30):
+            proc = run_documented(f"{job} {SMALL} mlflow.experiment_name=svm-job hydra.sweep.dir={tmp_path / 'job'}",
+                                  REPO, env=client_env, timeout=400)
+            output = proc.stdout + proc.stderr
+            # The dashboard answers before its node's agent does; Ray refuses the job, says to try again
+            # later, and created nothing.
+            if "No available agent to submit job" not in output:
+                break
+            time.sleep(2)
         assert proc.returncode == 0 and "Finished 3 trials (0 failed)" in output, output[-4000:]
         assert "succeeded" in output, output[-2000:]
         assert len(_trials(mlflow_url, "svm-job")) == 3

@@ -11,6 +11,7 @@ naming the failures.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -19,9 +20,14 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.integration.conftest import TOY_APP, record_faults, run_cli
+from tests.integration import conftest
+from tests.integration.conftest import TOY_APP, record_faults
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+#: Each sweep on a local Ray of its own, as a user's runs: its hung and killed workers, and the
+#: memory monitor's settings, stay with it and end with it.
+run_cli = functools.partial(conftest.run_cli, local_ray=True)
 
 TIMEOUT_S = 2
 #: x thresholds of the toy's faults, in the order the toy checks them: the first that x is above wins.
@@ -122,6 +128,9 @@ def test_every_trial_fault_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> 
                   duplicates=len(children) - len({r.data.tags["sweeper.trial_index"] for r in children}))
 
 
+# Its time limit (1 s) must stop only the hanging trials: beside other tests, on 2 cores, the
+# trial that allocates until MemoryError ran past it. It runs after the parallel part, alone.
+@pytest.mark.serial
 def test_too_many_failures_stop_the_sweep_with_a_summary_naming_them(tmp_path: Path) -> None:
     """sobol seed=0, 8 points; the first four x: #0 0.41, #1 0.72, #2 0.90, #3 0.22 (two run at once)."""
     sweep = run_cli(
@@ -150,6 +159,9 @@ def test_too_many_failures_stop_the_sweep_with_a_summary_naming_them(tmp_path: P
                   duplicates=len(indices) - len(set(indices)))
 
 
+# Ray's memory monitor acts on the whole machine's memory: another test's allocations beside it
+# would kill the trials that should survive. It runs after the parallel part, alone.
+@pytest.mark.serial
 def test_a_worker_killed_for_memory_fails_its_trial_and_is_retried_once(tmp_path: Path, monkeypatch) -> None:
     """Ray's memory monitor kills the worker of a trial that allocates too much.
 
