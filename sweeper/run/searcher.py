@@ -12,8 +12,8 @@ from typing import Any
 from ray.tune.search import Searcher
 
 from sweeper.search.grammar import parse_specs
-from sweeper.search.policy import TRIAL_KEY, MultiversePolicy, Suggestion
-from sweeper.search.settings import PolicySettings
+from sweeper.search.policy import MultiversePolicy, Suggestion
+from sweeper.search.settings import TRIAL_KEY, PolicySettings
 from sweeper.search.space import SearchSpace
 
 __all__ = ["TRIAL_KEY", "MultiverseSearch", "TrialInfo"]

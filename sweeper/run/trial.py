@@ -39,7 +39,7 @@ from sweeper.run.compose import TrialComposer
 from sweeper.run.faults import TIMEOUT_STATUS, TimeLimitExceeded, call_with_time_limit, task_error_message
 from sweeper.run.job import run_split_job
 from sweeper.run.job import usable as split_job_usable
-from sweeper.search.policy import TRIAL_KEY
+from sweeper.search.settings import TRIAL_KEY
 from sweeper.search.space import SearchSpace
 from sweeper.search.warping import MetricBounds
 

@@ -182,6 +182,6 @@ def fitting_trials(ray: Any, bundle: dict[str, float]) -> int:
 
 
 def _trial_dirname(trial: Any) -> str:
-    from sweeper.search.policy import TRIAL_KEY
+    from sweeper.search.settings import TRIAL_KEY
 
     return f"trial_{int(trial.config[TRIAL_KEY]['index']):04d}_{trial.trial_id}"

@@ -86,9 +86,6 @@ from sweeper.search.warping import OutputWarp
 
 log = logging.getLogger(__name__)
 
-#: Key of a trial's config that carries its suggestion's metadata (index, phase, batch, ...).
-TRIAL_KEY = "sweeper_trial"
-
 STATE_VERSION = 2
 #: Re-plan a batch only while planning takes at most this share of the time between plans:
 #: with trials shorter than a refit, re-planning would stall Tune's loop, which waits for it.

@@ -16,6 +16,10 @@ from sweeper.search.kernels import KERNELS
 from sweeper.search.space import SearchSpace
 from sweeper.search.warping import MetricBounds
 
+#: Key of a trial's config that carries its suggestion's metadata (index, phase, batch, ...). Here,
+#: not in policy.py, so a trial's worker reads it without importing the GP machinery.
+TRIAL_KEY = "sweeper_trial"
+
 STRATEGIES = ("random", "sobol", "grid", "ivr", "ucb")
 #: Largest full factorial the grid strategy enumerates.
 MAX_GRID = 1_000_000
