@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP_VERSION := 26.3
 
-.PHONY: install system-deps demo docs test test-unit test-integration bench lock clean
+.PHONY: install system-deps demo docs bytecode test test-unit test-integration bench lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version'
@@ -30,7 +30,13 @@ demo: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
-test: docs test-unit test-integration
+test: docs bytecode test-unit test-integration
+
+# Bytecode for our own modules: where PYTHONDONTWRITEBYTECODE is set (CI images, this one) Python
+# never caches it, and each of the suite's thousands of processes (sweeps, Ray workers, writers)
+# compiled sweeper/ again. compileall writes only what changed; a stale file is recompiled as before.
+bytecode: $(STAMP)
+	@$(BIN)/python -m compileall -q sweeper hydra_plugins experiments tests bench > /dev/null
 
 # pytest exits 5 when it collects no test: that is a failure here, said out loud.
 define run_pytest

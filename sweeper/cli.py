@@ -68,7 +68,7 @@ def _store_problem(uri: str | None) -> str | None:
     """What is wrong with a --tracking-uri to read from (a bad form, or a SQLite file that is not there)."""
     if uri is None:
         return None
-    from sweeper.record.tracking import absolute_tracking_uri, tracking_uri_problem
+    from sweeper.record.tracking_uri import absolute_tracking_uri, tracking_uri_problem
 
     problem = tracking_uri_problem(uri)
     if problem:

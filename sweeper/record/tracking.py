@@ -21,7 +21,6 @@ from collections.abc import Mapping
 from contextlib import closing
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
 
 from mlflow.entities import Metric, Param, RunTag
 from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
@@ -30,6 +29,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 from sweeper.record.redaction import redact_mapping, redact_text
+from sweeper.record.tracking_uri import absolute_tracking_uri, tracking_uri_problem  # noqa: F401 (re-exported)
 
 log = logging.getLogger(__name__)
 
@@ -48,15 +48,6 @@ MLFLOW_HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_
                    "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
 
 
-def absolute_tracking_uri(uri: str) -> str:
-    """Make a relative ``sqlite:///file.db`` absolute, so the records can be found from anywhere."""
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        path = uri[len("sqlite:///"):]
-        if path and path != ":memory:":
-            return "sqlite:///" + str(Path(path).resolve())
-    return uri
-
-
 def default_artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
     """Artifacts of a SQLite store's experiment go next to the database file, not into the cwd.
 
@@ -67,23 +58,6 @@ def default_artifact_location(tracking_uri: str, experiment_name: str) -> str | 
         return None
     db = Path(tracking_uri[len("sqlite:///"):])
     return (db.parent / "mlruns" / clean_key(experiment_name).replace(" ", "_")).as_uri()
-
-
-def tracking_uri_problem(uri: str) -> str | None:
-    """Say what is wrong with a tracking URI, or None if it looks usable."""
-    parsed = urlparse(uri)
-    if parsed.scheme in ("http", "https"):
-        return None if parsed.netloc else "an http(s) tracking URI needs a host, e.g. http://127.0.0.1:5000"
-    if parsed.scheme == "sqlite" and uri.startswith("sqlite:///"):
-        path = uri[len("sqlite:///"):]
-        folder = Path(path).absolute().parent
-        if path and path != ":memory:" and not folder.is_dir():
-            return f"the folder {folder} does not exist: create it, or give a file in an existing folder"
-    if parsed.scheme in ("sqlite", "postgresql", "mysql", "mssql", "file", "databricks") or "+" in parsed.scheme:
-        return None
-    if parsed.scheme == "" and uri:
-        return None  # a local path: MLflow's file store (needs MLFLOW_ALLOW_FILE_STORE=true on MLflow >= 3.13)
-    return f"unknown scheme {parsed.scheme!r}: use sqlite:///mlruns.db or http://host:5000"
 
 
 def clean_key(key: str) -> str:

@@ -17,12 +17,14 @@ thread writer did: the child sends what reached it, then ends when it sees its p
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import multiprocessing
 import os
 import queue
 import signal
-from collections.abc import Mapping
+import sys
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -56,7 +58,8 @@ class WriterProcess:
             args=(tracker.tracking_uri, tracker.experiment_name, tracker.experiment_id,
                   str(spool_path) if spool_path else None, self._writes, self._outcome, os.getpid()),
         )
-        self._process.start()
+        with _main_module_hidden():
+            self._process.start()
 
     # ---------------------------------------------------------------- the writes
     def start_run(self, what: str, run_name: str, *, parent_run_id: str | None = None,
@@ -108,6 +111,25 @@ class WriterProcess:
             raise RuntimeError(f"the MLflow writer process ended (exit code {self._process.exitcode}); "
                                f"its error is above. The sweep's records after this point are lost.")
         self._writes.put((kind, args, kwargs))
+
+
+@contextlib.contextmanager
+def _main_module_hidden() -> Iterator[None]:
+    """Start a spawned child without running the driver's ``__main__`` in it.
+
+    A spawned child runs the parent's main script again (as ``__mp_main__``) unless the main
+    module names neither a file nor a spec (multiprocessing.spawn.get_preparation_data). The
+    driver's main is the user's task script, and its imports (torch, scikit-learn, the data
+    loading) cost the writer seconds and memory it never uses: it needs only this module.
+    """
+    main = sys.modules["__main__"]
+    saved = {key: main.__dict__[key] for key in ("__spec__", "__file__") if key in main.__dict__}
+    main.__spec__ = None
+    main.__dict__.pop("__file__", None)
+    try:
+        yield
+    finally:
+        main.__dict__.update(saved)
 
 
 def _serve(tracking_uri: str, experiment_name: str, experiment_id: str, spool_path: str | None,

@@ -140,7 +140,7 @@ class SweeperImpl:
             problems.append(f"hydra.sweeper.metric={self.metric!r} is invalid: name the key of the task's returned "
                             f"dict to model (a plain number returned is named by it). "
                             f"Try hydra.sweeper.metric=objective.")
-        from sweeper.record.tracking import tracking_uri_problem
+        from sweeper.record.tracking_uri import tracking_uri_problem
 
         ray_block = self._block("ray")
         resources = ray_block.get("resources_per_trial") or {}

@@ -48,7 +48,6 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
-from scipy.special import log_expit
 
 #: Gauss-Hermite nodes (probabilists') for moments of the back-transformed Gaussian.
 _GH_NODES, _GH_WEIGHTS = np.polynomial.hermite_e.hermegauss(32)
@@ -238,6 +237,8 @@ class OutputWarp:
         lo, hi = self.bounds.low, self._hi
         if not self.two_sided:
             return lo + np.exp(g) if lo is not None else hi - np.exp(-g)  # type: ignore[operator]
+        from scipy.special import log_expit  # here: a trial's worker reads this module's settings, not this
+
         log_q = log_expit(-g)  # log(1 - p)
         r_a = -np.expm1(log_q / self.b)
         r = np.exp(np.log(np.maximum(r_a, np.finfo(np.float64).tiny)) / self.a)

@@ -93,6 +93,39 @@ class SharedRay:
 SHARED_RAY = SharedRay()
 
 
+class StoreTemplate:
+    """An empty SQLite MLflow store with MLflow's schema in place, made once per test process.
+
+    MLflow builds a new SQLite store by running its whole chain of schema migrations (alembic),
+    about 2 CPU-seconds in the sweep's driver and again in its writer process on 2 busy cores; a
+    copy of a store that has been through them opens in milliseconds. A copy is the same store
+    a first sweep makes (the schema; no experiment but MLflow's Default, whose artifact location
+    no test reads): tests that need a store to be absent, or to be made by the sweep, ask for a
+    fresh one (``fresh_store=True``).
+    """
+
+    def __init__(self) -> None:
+        self._path: Path | None = None
+
+    def copy_to(self, db: Path) -> None:
+        """Put an empty migrated store at ``db`` unless a store is there already."""
+        import shutil
+        import tempfile
+
+        if db.exists():
+            return
+        if self._path is None:
+            from mlflow.tracking import MlflowClient
+
+            path = Path(tempfile.mkdtemp(prefix="mlflow-template-")) / "mlruns.db"
+            MlflowClient(f"sqlite:///{path}").search_experiments()  # runs the migrations
+            self._path = path
+        shutil.copyfile(self._path, db)
+
+
+STORE_TEMPLATE = StoreTemplate()
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _stop_the_shared_ray() -> Iterator[None]:
     yield
@@ -103,21 +136,25 @@ def _stop_the_shared_ray() -> Iterator[None]:
 _RAY_PLACEMENT = ("ray.address", "ray.num_cpus", "ray.num_gpus", "ray.working_dir")
 
 
-def _kept_in(tmp_path: Path, local_ray: bool,
+def _kept_in(tmp_path: Path, local_ray: bool, fresh_store: bool,
              overrides: tuple[str, ...]) -> tuple[Path, str, list[str], dict[str, str]]:
     """Where a test's sweep keeps Hydra's outputs and its MLflow store, on which Ray it runs, and
     the overrides and environment that say so: a local Ray the sweep starts (``local_ray``, how a
-    user's first sweep runs, or when the test sets where Ray runs) or the session's shared head."""
+    user's first sweep runs, or when the test sets where Ray runs) or the session's shared head;
+    a store the sweep makes (``fresh_store``) or a copy of :data:`STORE_TEMPLATE`."""
     sweep_dir = tmp_path / "multirun"
     tracking_uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    if not fresh_store:
+        STORE_TEMPLATE.copy_to(tmp_path / "mlruns.db")
     local_ray = local_ray or any(o.split("=", 1)[0] in _RAY_PLACEMENT for o in overrides)
     ray, env = (["ray.num_cpus=2"], {}) if local_ray else SHARED_RAY.join()
     return sweep_dir, tracking_uri, [f"hydra.sweep.dir={sweep_dir}", f"mlflow.tracking_uri={tracking_uri}", *ray], env
 
 
-def run_cli(app: Path, tmp_path: Path, *overrides: str, timeout: int = 300, local_ray: bool = False) -> Sweep:
+def run_cli(app: Path, tmp_path: Path, *overrides: str, timeout: int = 300, local_ray: bool = False,
+            fresh_store: bool = False) -> Sweep:
     """Run ``python APP --multirun hydra/sweeper=multiverse ...`` in a subprocess, as a user does."""
-    sweep_dir, tracking_uri, kept, ray_env = _kept_in(tmp_path, local_ray, overrides)
+    sweep_dir, tracking_uri, kept, ray_env = _kept_in(tmp_path, local_ray, fresh_store, overrides)
     cmd = [sys.executable, str(app), "--multirun", "hydra/sweeper=multiverse", *kept, *overrides]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", **ray_env}
     env.pop("HYDRA_FULL_ERROR", None)
@@ -126,12 +163,12 @@ def run_cli(app: Path, tmp_path: Path, *overrides: str, timeout: int = 300, loca
 
 
 def run_documented_sweep(command: str, tmp_path: Path, *overrides: str, timeout: int = 300,
-                         local_ray: bool = False) -> Sweep:
+                         local_ray: bool = False, fresh_store: bool = False) -> Sweep:
     """Run a documented sweep command as written, from the repository, with Hydra's outputs and
     the MLflow store in ``tmp_path`` (where the documented analysis commands then find them)."""
     from tests.documented import run_documented
 
-    sweep_dir, tracking_uri, kept, ray_env = _kept_in(tmp_path, local_ray, overrides)
+    sweep_dir, tracking_uri, kept, ray_env = _kept_in(tmp_path, local_ray, fresh_store, overrides)
     proc = run_documented(" ".join([command, *map(shlex.quote, [*kept, *overrides])]), REPO, timeout=timeout,
                           env=ray_env)
     return Sweep(proc, sweep_dir, tracking_uri)

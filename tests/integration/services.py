@@ -77,6 +77,12 @@ def process_group(cmd: list[str], log: Path, *, env: Mapping[str, str] | None = 
         stop_group(proc, stop_signal)
 
 
+#: A test's Ray node is thrown away with its temp dir: its process group is SIGKILLed at once.
+#: ``ray start --block`` sat out SIGTERM, and often SIGINT, for stop_group's whole grace (20 s a
+#: node, measured at the end of the suite's clusters).
+RAY_STOP_SIGNAL = signal.SIGKILL
+
+
 def stop_group(proc: subprocess.Popen, first: int = signal.SIGTERM, grace: float = 20.0) -> None:
     """Signal the process group of ``proc``, wait up to ``grace`` seconds, then SIGKILL what is left."""
     with contextlib.suppress(ProcessLookupError):
@@ -293,7 +299,7 @@ def ray_cluster(nodes: Mapping[str, Mapping[str, float]], cpus_per_node: int = 1
                             "--include-dashboard=false", *common) if i == 0 else
                        _ray("start", f"--address={address}", *common))
                 log = logs / f"{name}.log"
-                proc = stack.enter_context(process_group(cmd, log, env=env))
+                proc = stack.enter_context(process_group(cmd, log, env=env, stop_signal=RAY_STOP_SIGNAL))
                 started.append(RayNode(name, dict(resources), proc))
                 if i == 0:
                     wait_until(lambda: _port_open(port), "Ray head", 120, proc, log)

@@ -137,7 +137,7 @@ def test_too_many_failures_stop_the_sweep_with_a_summary(tmp_path: Path) -> None
 
 
 def test_invalid_space_fails_before_any_trial(tmp_path: Path) -> None:
-    sweep = run_cli(SVM_APP, tmp_path, "C=tag(log, interval(0, 10))", "hydra.sweeper.batch_size=0")
+    sweep = run_cli(SVM_APP, tmp_path, "C=tag(log, interval(0, 10))", "hydra.sweeper.batch_size=0", fresh_store=True)
     assert sweep.proc.returncode != 0
     out = sweep.output
     assert "C is given both in hydra.sweeper.params" in out or "hydra.sweeper.params.C" in out
@@ -148,14 +148,15 @@ def test_invalid_space_fails_before_any_trial(tmp_path: Path) -> None:
 
 
 def test_log_dim_with_zero_bound_on_the_command_line_names_it(tmp_path: Path) -> None:
-    sweep = run_cli(TOY_APP, tmp_path, "hydra.sweeper.params={}", "+lr=tag(log, interval(0, 1))", "x=0.5")
+    sweep = run_cli(TOY_APP, tmp_path, "hydra.sweeper.params={}", "+lr=tag(log, interval(0, 1))", "x=0.5",
+                    fresh_store=True)
     assert sweep.proc.returncode != 0
     assert "lr='tag(log, interval(0, 1))': a log-scaled dimension needs lower bound > 0, got 0.0" in sweep.output
     assert not (tmp_path / "mlruns.db").exists()
 
 
 def test_a_swept_key_missing_from_the_config_fails_before_any_trial(tmp_path: Path) -> None:
-    sweep = run_cli(TOY_APP, tmp_path, "hydra.sweeper.params={}", "typo=interval(0, 1)")
+    sweep = run_cli(TOY_APP, tmp_path, "hydra.sweeper.params={}", "typo=interval(0, 1)", fresh_store=True)
     assert sweep.proc.returncode != 0
     assert "does not compose" in sweep.output and "typo" in sweep.output
     assert not (tmp_path / "mlruns.db").exists()

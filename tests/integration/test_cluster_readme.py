@@ -27,6 +27,7 @@ import pytest
 from tests.conftest import REPO
 from tests.documented import documented, run_documented
 from tests.integration.services import (
+    RAY_STOP_SIGNAL,
     VENV_BIN,
     free_port,
     http_status,
@@ -86,7 +87,8 @@ def test_the_cluster_readmes_ray_commands_and_sweeps(tmp_path: Path) -> None:
     client_env = {**env, **dict(kv.split("=", 1) for kv in for_sweep.split()[1:])}
     with contextlib.ExitStack() as stack, postgres_server() as postgres, \
             mlflow_server(tmp_path / "mlflow", postgres.create_database("mlflow")) as server:
-        stack.enter_context(process_group(["bash", "-c", f"{on_head} && {head}"], logs / "head.log", env=node_env))
+        stack.enter_context(process_group(["bash", "-c", f"{on_head} && {head}"], logs / "head.log", env=node_env,
+                                          stop_signal=RAY_STOP_SIGNAL))
         wait_until(lambda: run_documented(f"ray status --address={head_address}", tmp_path, env=client_env,
                                           timeout=60).returncode == 0, "the Ray head", 120)
         dashboard = f"http://127.0.0.1:{ports['8265']}/api/version"
@@ -115,7 +117,8 @@ def test_the_cluster_readmes_ray_commands_and_sweeps(tmp_path: Path) -> None:
         status = as_here(documented("ray status --address=HEAD_IP:6379"))
         for i, worker in enumerate(workers):  # one at a time: three nodes starting at once overload 2 cores
             proc = stack.enter_context(process_group(["bash", "-c", f"{on_worker} && {worker}"],
-                                                     logs / f"worker{i}.log", env=node_env))
+                                                     logs / f"worker{i}.log", env=node_env,
+                                                     stop_signal=RAY_STOP_SIGNAL))
             wait_until(lambda: run_documented(status, tmp_path, env=client_env, timeout=60).stdout.count(" node_")
                        == i + 2, f"{i + 2} Ray nodes in `ray status`", 180, proc, logs / f"worker{i}.log")
         shown = run_documented(status, tmp_path, env=client_env, timeout=60).stdout

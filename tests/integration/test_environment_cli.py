@@ -94,7 +94,7 @@ def test_conditions_json_and_the_package_list_are_logged(env_sweep: Sweep) -> No
 
 
 def test_a_bad_env_value_stops_the_sweep_before_any_trial(tmp_path: Path) -> None:
-    sweep = run_cli(TORCH_APP, tmp_path, "env.device=choice(cpu,gpu)", "env.threads=0")
+    sweep = run_cli(TORCH_APP, tmp_path, "env.device=choice(cpu,gpu)", "env.threads=0", fresh_store=True)
     assert sweep.proc.returncode == 2
     assert "env.threads=0 must be an integer >= 1" in sweep.output
     assert "env.device='gpu' must be one of auto, cpu, cuda (swept by env.device=" in sweep.output

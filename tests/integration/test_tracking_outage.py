@@ -9,6 +9,7 @@ on the same port; in the second case it stays away until the sweep has ended, an
 from __future__ import annotations
 
 import contextlib
+import os
 import subprocess
 import sys
 import time
@@ -17,7 +18,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.integration.conftest import TOY_APP, child_runs, record_faults, runs_by_index
+from tests.integration.conftest import SHARED_RAY, TOY_APP, child_runs, record_faults, runs_by_index
 from tests.integration.services import free_port, mlflow_server, postgres_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -27,13 +28,15 @@ SPOOL = "mlflow_spool.jsonl"
 
 
 def _sweep(tmp_path: Path, url: str, num_trials: int, name: str) -> tuple[subprocess.Popen, Path, Path]:
+    """The sweep, on the session's shared Ray head: what is under test is its tracking server."""
     sweep_dir, log = tmp_path / name, tmp_path / f"{name}.log"
+    ray, ray_env = SHARED_RAY.join()
     cmd = [sys.executable, str(TOY_APP), "--multirun", "hydra/sweeper=multiverse", f"hydra.sweep.dir={sweep_dir}",
-           f"mlflow.tracking_uri={url}", f"mlflow.experiment_name={name}", "ray.num_cpus=2",
+           f"mlflow.tracking_uri={url}", f"mlflow.experiment_name={name}", *ray,
            f"hydra.sweeper.num_trials={num_trials}", "hydra.sweeper.n_initial=4", "hydra.sweeper.batch_size=2",
            "sleep_s=2"]
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT)
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **ray_env})
     return proc, sweep_dir, log
 
 

@@ -1,0 +1,36 @@
+"""Tracking URIs checked and made absolute without importing MLflow.
+
+A sweep checks its ``mlflow.tracking_uri`` before anything starts, and a bad one must be named at
+once; importing MLflow (about 1.5 s) is left to :mod:`sweeper.record.tracking`, which writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from urllib.parse import urlparse
+
+
+def absolute_tracking_uri(uri: str) -> str:
+    """Make a relative ``sqlite:///file.db`` absolute, so the records can be found from anywhere."""
+    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
+        path = uri[len("sqlite:///"):]
+        if path and path != ":memory:":
+            return "sqlite:///" + str(Path(path).resolve())
+    return uri
+
+
+def tracking_uri_problem(uri: str) -> str | None:
+    """Say what is wrong with a tracking URI, or None if it looks usable."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("http", "https"):
+        return None if parsed.netloc else "an http(s) tracking URI needs a host, e.g. http://127.0.0.1:5000"
+    if parsed.scheme == "sqlite" and uri.startswith("sqlite:///"):
+        path = uri[len("sqlite:///"):]
+        folder = Path(path).absolute().parent
+        if path and path != ":memory:" and not folder.is_dir():
+            return f"the folder {folder} does not exist: create it, or give a file in an existing folder"
+    if parsed.scheme in ("sqlite", "postgresql", "mysql", "mssql", "file", "databricks") or "+" in parsed.scheme:
+        return None
+    if parsed.scheme == "" and uri:
+        return None  # a local path: MLflow's file store (needs MLFLOW_ALLOW_FILE_STORE=true on MLflow >= 3.13)
+    return f"unknown scheme {parsed.scheme!r}: use sqlite:///mlruns.db or http://host:5000"
