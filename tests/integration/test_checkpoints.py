@@ -1,0 +1,126 @@
+"""Long trials survive (issue 18): a trial in flight continues from its last checkpoint on every restart path.
+
+The faults are real: a trial's worker process SIGKILLed (Tune retries it, ``ray.max_failures=1``),
+the sweep's whole process group SIGKILLed and ``sweeper resume`` run, SIGTERM to the driver
+(preemption) and ``sweeper resume``. The task (apps/epochs.py) logs each epoch it really
+executes, so each test counts epochs executed per trial (at most one is redone), and reads
+back from MLflow that each trial has one run whose per-step history has no step twice.
+"""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from tests.integration.conftest import _kept_in, child_runs, record_faults, runs_by_index
+
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
+
+EPOCHS_APP = Path(__file__).parent / "apps" / "epochs.py"
+VENV_BIN = Path(sys.executable).parent
+EPOCHS = 6
+
+
+class Running:
+    """A command-line sweep of apps/epochs.py in its own session, its executions log, its records."""
+
+    def __init__(self, tmp_path: Path, *overrides: str, local_ray: bool = True) -> None:
+        self.tmp_path, self.executions = tmp_path, tmp_path / "executions.log"
+        self.sweep_dir, self.tracking_uri, kept, ray_env = _kept_in(tmp_path, local_ray, overrides)
+        self.log = tmp_path / "sweep.log"
+        cmd = [sys.executable, str(EPOCHS_APP), "--multirun", "hydra/sweeper=multiverse", *kept,
+               f"executions_log={self.executions}", f"epochs={EPOCHS}", *overrides]
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **ray_env}
+        with open(self.log, "w") as out:
+            self.proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
+                                         start_new_session=True)
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def epochs_done(self) -> list[tuple[int, int, int]]:
+        """(trial index, epoch, worker pid) of every epoch executed so far."""
+        if not self.executions.is_file():
+            return []
+        return [tuple(map(int, line.split())) for line in self.executions.read_text().splitlines()]  # type: ignore[misc]
+
+    def wait_until(self, ready: Callable[[], Any], what: str, timeout: float = 240) -> Any:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            found = ready()
+            if found:
+                return found
+            if self.proc.poll() is not None:
+                raise AssertionError(f"the sweep ended before {what}:\n{self.output()[-4000:]}")
+            time.sleep(0.2)
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        raise AssertionError(f"never saw {what}:\n{self.output()[-4000:]}")
+
+    def checkpointed(self, epochs: int) -> dict[int, int] | None:
+        """Trial index -> worker pid, once every trial running has executed ``epochs`` epochs."""
+        done = collections.defaultdict(list)
+        for index, epoch, pid in self.epochs_done():
+            done[index].append(pid)
+        ready = {i: pids[-1] for i, pids in done.items() if len(pids) >= epochs}
+        return ready if len(ready) == len(done) and ready else None
+
+
+def resume(sweep_dir: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([str(VENV_BIN / "sweeper"), "resume", str(sweep_dir)], cwd="/", capture_output=True,
+                          text=True, timeout=400)
+
+
+def check_records(run: Running, num_trials: int) -> dict[str, Any]:
+    """Each trial: one FINISHED run, every step once; epochs executed; no checkpoint left on storage."""
+    client = MlflowClient(run.tracking_uri)
+    by_index = runs_by_index(child_runs(client, "epochs"))
+    assert sorted(by_index) == list(range(num_trials)), run.output()[-3000:]
+    duplicates = 0
+    for index, runs in by_index.items():
+        assert [r.info.status for r in runs] == ["FINISHED"], (index, [r.info.status for r in runs])
+        for key in ("loss", "draw"):
+            steps = [m.step for m in client.get_metric_history(runs[0].info.run_id, key)]
+            duplicates += len(steps) - len(set(steps))
+            assert sorted(set(steps)) == list(range(EPOCHS)), (index, key, steps)
+    executed = collections.Counter(index for index, _, _ in run.epochs_done())
+    assert set(executed) == set(range(num_trials))
+    assert all(EPOCHS <= n <= EPOCHS + 1 for n in executed.values()), executed  # at most one epoch redone
+    left = sorted(p.relative_to(run.sweep_dir) for p in run.sweep_dir.rglob("checkpoint_*"))
+    assert not left, f"checkpoints of ended trials were not deleted: {left}"
+    return {"trials_expected": num_trials, "trials_recorded": len(by_index), "duplicate_steps": duplicates,
+            "epochs_per_trial": EPOCHS, "epochs_executed": dict(sorted(executed.items())),
+            "epochs_redone": sum(executed.values()) - EPOCHS * num_trials, "by_index": by_index}
+
+
+def test_a_killed_worker_is_retried_from_its_checkpoint_in_the_same_run(tmp_path: Path) -> None:
+    run = Running(tmp_path, "ray.max_failures=1", "hydra.sweeper.num_trials=2", local_ray=False)
+    workers = run.wait_until(lambda: run.checkpointed(2), "two epochs of each trial")
+    # Two checkpoints saved, one kept per trial (a third while the newest is copied): the newest only.
+    folders = collections.Counter(p.parent.name for p in run.sweep_dir.rglob("checkpoint_*"))
+    assert folders and all(n <= 2 for n in folders.values()), folders
+    killed_index, pid = min(workers.items())
+    os.kill(pid, signal.SIGKILL)
+    assert run.proc.wait(300) == 0, run.output()[-4000:]
+
+    tally = check_records(run, 2)
+    killed = tally.pop("by_index")[killed_index][0]
+    assert killed.data.tags["sweeper.resumes"] == "1"
+    resumed_from = int(killed.data.tags["sweeper.resumed_from_step"])
+    before = [epoch for index, epoch, p in run.epochs_done() if index == killed_index and p == pid]
+    after = [epoch for index, epoch, p in run.epochs_done() if index == killed_index and p != pid]
+    assert before == list(range(len(before))) and after == list(range(resumed_from + 1, EPOCHS)), (before, after)
+    assert before[-1] - resumed_from in (0, 1)  # it continued from the newest checkpoint: at most one epoch redone
+    assert killed.data.tags["sweeper.restart_error"].startswith("the trial's worker process died")
+    assert f"trial #{killed_index} failed in its worker and is retried from its checkpoint" in run.output()
+    record_faults("worker SIGKILL mid-trial, ray.max_failures=1: continued from its checkpoint", faults_injected=1,
+                  **tally)
