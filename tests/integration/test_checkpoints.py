@@ -124,3 +124,23 @@ def test_a_killed_worker_is_retried_from_its_checkpoint_in_the_same_run(tmp_path
     assert f"trial #{killed_index} failed in its worker and is retried from its checkpoint" in run.output()
     record_faults("worker SIGKILL mid-trial, ray.max_failures=1: continued from its checkpoint", faults_injected=1,
                   **tally)
+
+
+def test_after_the_driver_is_killed_sweeper_resume_continues_the_trials_in_flight(tmp_path: Path) -> None:
+    run = Running(tmp_path, "hydra.sweeper.num_trials=2")
+    run.wait_until(lambda: run.checkpointed(2), "two epochs of each trial")
+    os.killpg(run.proc.pid, signal.SIGKILL)  # driver, local Ray and workers, mid-epoch
+    run.proc.wait(30)
+    client = MlflowClient(run.tracking_uri)
+    before = {int(r.data.tags["sweeper.trial_index"]): r.info.run_id for r in child_runs(client, "epochs")}
+    assert len(before) == 2, run.output()[-3000:]
+
+    resumed = resume(run.sweep_dir)
+    assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-4000:]
+    assert "2 trials in flight continue from their checkpoints" in resumed.stdout + resumed.stderr
+    tally = check_records(run, 2)
+    for index, (record,) in tally.pop("by_index").items():
+        assert record.info.run_id == before[index]  # the same run continued, not a new one
+        assert record.data.tags["sweeper.resumes"] == "1" and int(record.data.tags["sweeper.resumed_from_step"]) >= 1
+    record_faults("driver SIGKILL mid-trial, then sweeper resume: trials in flight continue from their checkpoints",
+                  faults_injected=1, **tally)
