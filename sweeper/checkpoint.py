@@ -23,7 +23,9 @@ or without the sweeper: a second run with the same ``hydra.run.dir`` continues t
 
 On disk a checkpoint is a folder holding the state (``state.pt``, written by ``torch.save``
 when torch is imported, else ``state.pkl`` by pickle) and ``checkpoint.json``: its step,
-when it was saved, and each file's size and SHA-256. A folder whose ``checkpoint.json`` is
+its sequence number (the newest checkpoint is the one of the highest: it counts the saves of
+the whole training, attempts included, where steps may repeat and clocks differ), when it
+was saved, and each file's size and SHA-256. A folder whose ``checkpoint.json`` is
 missing or whose files differ in size from it is incomplete (a copy cut short by a kill)
 and is never loaded; one whose content differs from its SHA-256 raises
 :class:`CheckpointCorrupt`. Tensors come back on the CPU (``map_location="cpu"``):
@@ -112,14 +114,24 @@ def storing_in(store: CheckpointStore) -> Iterator[None]:
 # ---------------------------------------------------------------------------------- the format
 @dataclass(frozen=True)
 class CheckpointInfo:
-    """A complete checkpoint folder: where it is, its step and when it was saved (epoch seconds)."""
+    """A complete checkpoint folder: where it is, its step, its sequence number, when it was saved (epoch s)."""
 
     path: str
     step: int
+    seq: int
     saved_at: float
 
+    @classmethod
+    def of(cls, path: str, meta: dict[str, Any]) -> CheckpointInfo:
+        return cls(path, int(meta["step"]), int(meta.get("seq", 0)), float(meta["saved_at"]))
 
-def write_checkpoint(directory: str | Path, state: Any, step: int) -> None:
+    @property
+    def order(self) -> tuple[int, float]:
+        """Sorts checkpoints oldest first: by sequence number, then by time."""
+        return self.seq, self.saved_at
+
+
+def write_checkpoint(directory: str | Path, state: Any, step: int, seq: int = 0) -> None:
     """Write ``state`` and its ``checkpoint.json`` into ``directory`` (created if absent)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
@@ -132,13 +144,13 @@ def write_checkpoint(directory: str | Path, state: Any, step: int) -> None:
         name = PICKLE_FILE
         with open(directory / name, "wb") as f:
             pickle.dump(state, f, protocol=pickle.HIGHEST_PROTOCOL)
-    meta = {"step": int(step), "saved_at": time.time(), "files": {name: _describe(directory / name)}}
+    meta = {"step": int(step), "seq": int(seq), "saved_at": time.time(), "files": {name: _describe(directory / name)}}
     # Written last: a folder with its checkpoint.json has the state beside it (see complete_meta for copies).
     (directory / META_FILE).write_text(json.dumps(meta), encoding="utf-8")
 
 
-def read_checkpoint(directory: str | Path) -> Any:
-    """The state saved in ``directory``, its content checked against ``checkpoint.json``.
+def read_checkpoint(directory: str | Path) -> tuple[Any, CheckpointInfo]:
+    """The state saved in ``directory`` and what ``checkpoint.json`` says of it, its content checked.
 
     Raises:
         CheckpointCorrupt: a file's SHA-256 differs from the recorded one.
@@ -154,13 +166,13 @@ def read_checkpoint(directory: str | Path) -> Any:
         if got["sha256"] != want["sha256"]:
             raise CheckpointCorrupt(f"{directory / name} differs from the SHA-256 in its {META_FILE}: the file was "
                                     f"changed after it was saved; delete the folder to start from an older one")
-    name = next(iter(meta["files"]))
+    name, info = next(iter(meta["files"])), CheckpointInfo.of(str(directory), meta)
     if name == TORCH_FILE:
         import torch
 
-        return torch.load(directory / name, map_location="cpu", weights_only=False)
+        return torch.load(directory / name, map_location="cpu", weights_only=False), info
     with open(directory / name, "rb") as f:
-        return pickle.load(f)
+        return pickle.load(f), info
 
 
 def complete_meta(names: list[str], read_text: Any, size_of: Any) -> dict[str, Any] | None:
@@ -204,7 +216,8 @@ class LocalCheckpoints:
     def save(self, state: Any, step: int) -> None:
         partial = self.folder / f".partial-{os.getpid()}"
         shutil.rmtree(partial, ignore_errors=True)
-        write_checkpoint(partial, state, step)
+        found = self.complete()
+        write_checkpoint(partial, state, step, found[-1].seq + 1 if found else 0)
         target = self.folder / f"{FOLDER_PREFIX}{int(time.time() * 1e6):017d}"
         os.replace(partial, target)
         for old in self.complete()[:-self.keep]:
@@ -216,7 +229,7 @@ class LocalCheckpoints:
         if not found:
             return None
         log.info("continuing from the checkpoint of step %d in %s", found[-1].step, found[-1].path)
-        return read_checkpoint(found[-1].path)
+        return read_checkpoint(found[-1].path)[0]
 
     def complete(self) -> list[CheckpointInfo]:
         """The complete checkpoints in the folder, oldest first."""
@@ -228,8 +241,8 @@ class LocalCheckpoints:
                 meta = complete_meta(os.listdir(child), lambda n, c=child: (c / n).read_text(encoding="utf-8"),
                                      lambda n, c=child: (c / n).stat().st_size)
                 if meta is not None:
-                    found.append(CheckpointInfo(str(child), int(meta["step"]), float(meta["saved_at"])))
-        return sorted(found, key=lambda c: (c.saved_at, c.step))
+                    found.append(CheckpointInfo.of(str(child), meta))
+        return sorted(found, key=lambda c: c.order)
 
 
 def _local_store() -> LocalCheckpoints:

@@ -112,9 +112,9 @@ def get_run(tracking_uri: str, run_id: str) -> Any:
         raise LookupError(f"no MLflow run {run_id} at {tracking_uri} ({exc})") from exc
 
 
-def last_metric_steps(run: Any) -> dict[str, int]:
-    """Metric -> the step of its latest value in a run read from MLflow (its history's last step)."""
-    return {m.key: int(m.step) for m in run.data._metric_objs}  # RunData keeps the steps only there
+def last_metric_steps(run: Any) -> dict[str, tuple[int, float]]:
+    """Metric -> (step, value) of its latest value in a run read from MLflow (its history's last step)."""
+    return {m.key: (int(m.step), float(m.value)) for m in run.data._metric_objs}  # RunData keeps steps only there
 
 
 class MLflowTracker:

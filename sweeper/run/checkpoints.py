@@ -22,6 +22,7 @@ are deleted, unless ``hydra.sweeper.keep_finished_checkpoints``.
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import os
@@ -31,7 +32,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from sweeper.checkpoint import FOLDER_PREFIX, CheckpointInfo, complete_meta, read_checkpoint, write_checkpoint
+from sweeper.checkpoint import (
+    FOLDER_PREFIX,
+    META_FILE,
+    CheckpointInfo,
+    complete_meta,
+    read_checkpoint,
+    write_checkpoint,
+)
 
 if TYPE_CHECKING:
     import pyarrow.fs
@@ -48,17 +56,19 @@ class TuneCheckpoints:
     """A trial's checkpoint store (see :func:`sweeper.checkpoint.storing_in`): Ray Tune's checkpoints."""
 
     def __init__(self) -> None:
-        self._named = False
+        self._seq: int | None = None  # the next checkpoint's sequence number, once known
 
     def save(self, state: Any, step: int) -> None:
         from ray import tune
 
+        if self._seq is None:  # the first save of this attempt: after the checkpoint it was restored from
+            _after_existing_folders()
+            restored = tune.get_checkpoint()
+            self._seq = 0 if restored is None else _meta_seq(restored) + 1
         with tempfile.TemporaryDirectory(prefix="sweeper-checkpoint-") as folder:
-            write_checkpoint(folder, state, step)
-            if not self._named:
-                _after_existing_folders()
-                self._named = True
+            write_checkpoint(folder, state, step, self._seq)
             tune.report({CHECKPOINT_STEP_KEY: step}, checkpoint=tune.Checkpoint.from_directory(folder))
+        self._seq += 1
 
     def load(self) -> Any | None:
         from ray import tune
@@ -67,8 +77,16 @@ class TuneCheckpoints:
         if checkpoint is None:
             return None
         with checkpoint.as_directory() as folder:  # a local path as it is; s3:// downloaded
-            log.info("continuing from the checkpoint %s", checkpoint.path)
-            return read_checkpoint(folder)
+            state, info = read_checkpoint(folder)
+        log.info("continuing from the checkpoint of step %d, %s", info.step, checkpoint.path)
+        self._seq = info.seq + 1 if self._seq is None else self._seq
+        return state
+
+
+def _meta_seq(checkpoint: Any) -> int:
+    """The sequence number in a Tune checkpoint's ``checkpoint.json``, read alone (not the whole state)."""
+    with checkpoint.filesystem.open_input_stream(f"{checkpoint.path}/{META_FILE}") as stream:
+        return int(json.loads(stream.read().decode("utf-8")).get("seq", 0))
 
 
 def _after_existing_folders() -> None:
@@ -121,12 +139,12 @@ def checkpoints_in(fs: pyarrow.fs.FileSystem, folders: Iterable[str | None]) -> 
 
             meta = complete_meta(list(sizes), read_text, sizes.get)
             if meta is not None:
-                found.append(CheckpointInfo(path, int(meta["step"]), float(meta["saved_at"])))
-    return sorted(found, key=lambda c: (c.step, c.saved_at))
+                found.append(CheckpointInfo.of(path, meta))
+    return sorted(found, key=lambda c: c.order)
 
 
 def newest_checkpoint(fs: pyarrow.fs.FileSystem, folders: Iterable[str | None]) -> CheckpointInfo | None:
-    """The complete checkpoint of the highest step (the latest saved of equals) in ``folders``, or None."""
+    """The newest complete checkpoint in ``folders`` (the highest sequence number), or None."""
     found = checkpoints_in(fs, folders)
     return found[-1] if found else None
 

@@ -83,7 +83,7 @@ class TrialRecorder(Callback):
         self.records: dict[int, TrialRecord] = {}
         self._packages_logged: set[str] = set()
         self.keeper = keeper
-        self._steps: dict[int, dict[str, int]] = {}  # trial index -> metric -> last step recorded
+        self._steps: dict[int, dict[str, tuple[int, float]]] = {}  # index -> metric -> last (step, value) recorded
         self._floors: dict[int, dict[str, int]] = {}  # index -> metric -> last step recorded before its restart
         self._resumed: dict[int, list[int]] = {}  # index -> the checkpoint steps it continued from
         self._continuable: dict[int, str] = {}  # index -> its run, open for a restart from a checkpoint
@@ -173,7 +173,7 @@ class TrialRecorder(Callback):
     def _resume_tags(self, trial: Trial, record: TrialRecord, step: int) -> None:
         """Say on the trial's run that it continues from the checkpoint of ``step``; hold back redone steps."""
         index = record.index
-        self._floors[index] = dict(self._steps.get(index, {}))
+        self._floors[index] = {k: step for k, (step, _) in self._steps.get(index, {}).items()}
         history = self._resumed.setdefault(index, [])
         history.append(step)
         assert self.writer is not None and record.run_id is not None
@@ -197,7 +197,7 @@ class TrialRecorder(Callback):
             step, floor = int(result[STEP_KEY]), self._floors.get(record.index, {})
             metrics = {k: v for k, v in result.get(STEP_METRICS_KEY, {}).items() if step > floor.get(k, -1)}
             last = self._steps.setdefault(record.index, {})
-            last.update({k: max(step, last.get(k, step)) for k in metrics})
+            last.update({k: (step, v) for k, v in metrics.items() if step >= last.get(k, (step, v))[0]})
             if metrics:  # else every metric of this step was recorded before the restart
                 self.writer.log(f"logging step {step} of trial #{record.index}", record.run_id, metrics=metrics,
                                 step=step)
@@ -293,7 +293,11 @@ class TrialRecorder(Callback):
         tags.update({"status": record.status, "duration_s": record.duration_s, "error": record.error})
         metrics = {**record.metrics, "sweeper.duration_s": record.duration_s}
         traceback_text = result.get(TRACEBACK_KEY)
-        final_step = max(self._steps.get(record.index, {}).values(), default=0)
+        last = self._steps.get(record.index, {})
+        final_step = max((step for step, _ in last.values()), default=0)
+        # The final values at the last step of the per-step history (not as a jump back to step 0), each
+        # unless that step holds it already (a task returns its last epoch's numbers): no step twice.
+        metrics = {k: v for k, v in metrics.items() if last.get(k) != (final_step, v)}
         self._forget(record.index)
         conditions = result.get(CONDITIONS_KEY, {})
         # Redacted as a tree: a credential-like config key's value never reaches conditions.json.
@@ -306,7 +310,6 @@ class TrialRecorder(Callback):
 
         assert self.writer is not None and record.run_id is not None
         what, run = f"closing the run of trial #{record.index}", record.run_id
-        # The final values at the last step of the per-step history, not as a jump back to step 0.
         self.writer.log(what, run, params=config_params, metrics=metrics, tags=tags, step=final_step)
         self.writer.log_text(what, run, json.dumps(measurement, indent=1, default=str), "conditions.json")
         if traceback_text:

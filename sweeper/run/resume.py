@@ -102,7 +102,7 @@ class InFlight:
 
     run_id: str
     trial_dir: str  # the folder of its checkpoints on ray.storage_path (tag sweeper.trial_dir)
-    last_steps: dict[str, int]  # metric -> the last step its run recorded
+    last_steps: dict[str, tuple[int, float]]  # metric -> the last step its run recorded, and the value there
     resumed_from: list[int]  # the steps it continued from before (tag sweeper.resumed_from_steps)
 
 

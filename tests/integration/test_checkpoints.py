@@ -144,3 +144,73 @@ def test_after_the_driver_is_killed_sweeper_resume_continues_the_trials_in_fligh
         assert record.data.tags["sweeper.resumes"] == "1" and int(record.data.tags["sweeper.resumed_from_step"]) >= 1
     record_faults("driver SIGKILL mid-trial, then sweeper resume: trials in flight continue from their checkpoints",
                   faults_injected=1, **tally)
+
+
+TRAIN_APP = Path(__file__).parents[2] / "experiments" / "train.py"
+#: Seconds-based metrics: they differ between any two runs.
+TIMED = {"epoch_s", "duration_s", "sweeper.duration_s"}
+
+
+def _workers_of(session: int) -> list[int]:
+    """Pids of the Tune trial workers (``ray::ImplicitFunc``) in a process session."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if entry.name.isdigit() and os.getsid(int(entry.name)) == session and (
+                    entry / "cmdline").read_bytes().startswith(b"ray::ImplicitFunc"):
+                pids.append(int(entry.name))
+        except (OSError, ProcessLookupError):
+            continue
+    return pids
+
+
+def _checkpoint_steps(sweep_dir: Path) -> dict[str, int]:
+    """Trial folder -> the step of its newest complete checkpoint on storage."""
+    import json
+
+    steps: dict[str, int] = {}
+    for meta in sweep_dir.glob("tune/trial_*/checkpoint_*/checkpoint.json"):
+        try:
+            steps[meta.parts[-3]] = max(steps.get(meta.parts[-3], -1), json.loads(meta.read_text())["step"])
+        except (OSError, ValueError):
+            continue
+    return steps
+
+
+def test_train_py_killed_and_retried_ends_bit_identical_to_an_uninterrupted_trial(tmp_path: Path) -> None:
+    """env=reproducible on the CPU: two trials of one configuration (data.num_workers does not touch the
+    in-memory digits), one worker SIGKILLed after a checkpoint: both end with the same metrics, bit for bit."""
+    sweep_dir, tracking_uri, kept, _ = _kept_in(tmp_path, True, ())
+    cmd = [sys.executable, str(TRAIN_APP), "--multirun", *kept, "env=reproducible", "model=cnn", "epochs=8",
+           "batch_size=16", "hydra.sweeper.strategy=grid", "hydra.sweeper.num_trials=2",
+           "data.num_workers=choice(0,1)", "ray.max_failures=1"]
+    log = tmp_path / "sweep.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.monotonic() + 300
+    while not (len(steps := _checkpoint_steps(sweep_dir)) == 2 and min(steps.values()) >= 1):
+        assert proc.poll() is None and time.monotonic() < deadline, log.read_text()[-4000:]
+        time.sleep(0.1)
+    workers = _workers_of(proc.pid)
+    assert len(workers) == 2, workers
+    os.kill(workers[0], signal.SIGKILL)
+    assert proc.wait(300) == 0, log.read_text()[-4000:]
+
+    client = MlflowClient(tracking_uri)
+    runs = child_runs(client, "train")
+    assert len(runs) == 2 and all(r.info.status == "FINISHED" for r in runs), [r.info.status for r in runs]
+    resumed = [r for r in runs if r.data.tags.get("sweeper.resumes") == "1"]
+    assert len(resumed) == 1, "the killed trial did not continue from its checkpoint"
+
+    def record(run: Any) -> tuple[dict[str, float], dict[str, list[tuple[int, float]]]]:
+        final = {k: v for k, v in run.data.metrics.items() if k not in TIMED}
+        history = {k: [(m.step, m.value) for m in sorted(client.get_metric_history(run.info.run_id, k),
+                                                         key=lambda m: m.step)] for k in final}
+        return final, history
+
+    (final_a, history_a), (final_b, history_b) = record(runs[0]), record(runs[1])
+    assert {"test_acc", "train_loss", "test_loss"} <= set(final_a)
+    assert final_a == final_b  # bit-identical: == on the floats MLflow stored
+    assert history_a == history_b
+    assert [s for s, _ in history_a["train_loss"]] == list(range(8))  # each epoch's step once

@@ -31,10 +31,11 @@ def test_a_state_with_tensors_and_state_dicts_comes_back_equal(tmp_path: Path) -
     model(torch.ones(4, 3)).sum().backward()
     opt.step()
     state = {"epoch": 3, "model": model.state_dict(), "optimizer": opt.state_dict(), "rng": torch.get_rng_state()}
-    write_checkpoint(tmp_path, state, step=3)
+    write_checkpoint(tmp_path, state, step=3, seq=5)
 
-    back = read_checkpoint(tmp_path)
-    assert (tmp_path / "state.pt").is_file() and json.loads((tmp_path / META_FILE).read_text())["step"] == 3
+    back, info = read_checkpoint(tmp_path)
+    assert (tmp_path / "state.pt").is_file() and (info.step, info.seq) == (3, 5)
+    assert json.loads((tmp_path / META_FILE).read_text())["files"]["state.pt"]["size"] > 0
     assert back["epoch"] == 3 and torch.equal(back["rng"], state["rng"])
     assert all(torch.equal(back["model"][k], v) for k, v in state["model"].items())
     restored = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -45,7 +46,7 @@ def test_a_state_with_tensors_and_state_dicts_comes_back_equal(tmp_path: Path) -
 def test_without_torch_the_state_is_pickled(tmp_path: Path) -> None:
     code = ("import sys; from sweeper.checkpoint import write_checkpoint, read_checkpoint; "
             f"write_checkpoint({str(tmp_path)!r}, {{'a': [1, 2.5]}}, 7); "
-            f"assert read_checkpoint({str(tmp_path)!r}) == {{'a': [1, 2.5]}}; assert 'torch' not in sys.modules")
+            f"assert read_checkpoint({str(tmp_path)!r})[0] == {{'a': [1, 2.5]}}; assert 'torch' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
     assert (tmp_path / "state.pkl").is_file() and not (tmp_path / "state.pt").exists()
 
@@ -61,7 +62,7 @@ def test_a_copy_cut_short_is_incomplete_and_a_changed_one_is_corrupt(tmp_path: P
     data[-20] ^= 0xFF  # same size, other content
     changed.write_bytes(bytes(data))
 
-    assert read_checkpoint(tmp_path / "checkpoint_whole") == {"x": list(range(1000))}
+    assert read_checkpoint(tmp_path / "checkpoint_whole")[0] == {"x": list(range(1000))}
     for name in ("short", "no_meta"):
         with pytest.raises(FileNotFoundError, match="holds no complete checkpoint"):
             read_checkpoint(tmp_path / f"checkpoint_{name}")
@@ -70,18 +71,19 @@ def test_a_copy_cut_short_is_incomplete_and_a_changed_one_is_corrupt(tmp_path: P
 
 
 def test_the_storage_scan_takes_the_newest_complete_checkpoint_and_deletion_takes_all(tmp_path: Path) -> None:
+    """Newest by sequence number: a second training phase (optimizer_gap's adam) starts again at step 0."""
     import pyarrow.fs
 
     fs = pyarrow.fs.LocalFileSystem()
     trial, previous = tmp_path / "trial_0001", tmp_path / "trial_0001_before"
-    write_checkpoint(previous / "checkpoint_000004", {"epoch": 4}, step=4)
-    write_checkpoint(trial / "checkpoint_000000", {"epoch": 2}, step=2)
-    write_checkpoint(trial / "checkpoint_000001", {"epoch": 5}, step=5)
-    (trial / "checkpoint_000001" / META_FILE).unlink()  # incomplete: the newest is step 4, in the other folder
+    write_checkpoint(previous / "checkpoint_000004", {"phase": "adam", "epoch": 0}, step=0, seq=4)
+    write_checkpoint(trial / "checkpoint_000000", {"phase": "sgd", "epoch": 2}, step=2, seq=2)
+    write_checkpoint(trial / "checkpoint_000001", {"phase": "adam", "epoch": 1}, step=1, seq=5)
+    (trial / "checkpoint_000001" / META_FILE).unlink()  # incomplete: the newest is seq 4, in the other folder
     (trial / "result.json").write_text("{}")
 
     found = checkpoints_in(fs, [str(trial), str(previous), str(tmp_path / "absent"), None])
-    assert [c.step for c in found] == [2, 4]
+    assert [(c.seq, c.step) for c in found] == [(2, 2), (4, 0)]
     newest = newest_checkpoint(fs, [str(trial), str(previous)])
     assert newest is not None and newest.path == str(previous / "checkpoint_000004")
     assert newest_checkpoint(fs, [str(tmp_path / "absent")]) is None
@@ -98,7 +100,7 @@ def test_outside_a_sweep_checkpoints_go_to_the_working_directory_and_the_newest_
         log_metrics({"loss": 1.0 / (epoch + 1)}, step=epoch)
         save_checkpoint({"epoch": epoch})
     kept = LocalCheckpoints(tmp_path / "checkpoints").complete()
-    assert [c.step for c in kept] == [2]  # the step of the last log_metrics; older checkpoints deleted
+    assert [(c.step, c.seq) for c in kept] == [(2, 2)]  # the step of the last log_metrics; older ones deleted
     assert load_checkpoint() == {"epoch": 2}
     assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == [Path(kept[0].path).name]
 
