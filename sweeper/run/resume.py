@@ -69,10 +69,14 @@ class SweepManifest:
                                      f"version {MANIFEST_VERSION}")
         return cls(**data)
 
-    def resume_command(self, sweep_dir: Path) -> list[str]:
-        """The original command, pointed at ``sweep_dir`` with ``hydra.sweeper.resume=true``."""
-        kept = [a for a in self.command if not a.startswith(_RESUME_KEYS)]
-        return [*kept, f"hydra.sweep.dir={sweep_dir}", "hydra.sweeper.resume=true"]
+    def resume_command(self, sweep_dir: Path, overrides: list[str] | None = None) -> list[str]:
+        """The original command, pointed at ``sweep_dir`` with ``hydra.sweeper.resume=true``.
+
+        ``overrides`` (e.g. ``ray.address=`` of a new cluster) replace the original's of the same keys.
+        """
+        given = tuple(o.split("=", 1)[0] + "=" for o in overrides or [])
+        kept = [a for a in self.command if not a.startswith(_RESUME_KEYS + given)]
+        return [*kept, *(overrides or []), f"hydra.sweep.dir={sweep_dir}", "hydra.sweeper.resume=true"]
 
     def problems(self, space: SearchSpace, strategy: str, seed: int, num_trials: int) -> list[str]:
         """What differs between the saved sweep and the one asked to continue it."""

@@ -146,6 +146,44 @@ def test_after_the_driver_is_killed_sweeper_resume_continues_the_trials_in_fligh
                   faults_injected=1, **tally)
 
 
+
+def test_sigterm_stops_the_sweep_at_the_next_checkpoints_and_resume_continues_it(tmp_path: Path) -> None:
+    """Preemption: SIGTERM to the driver alone (as Slurm's --signal=B:TERM and sweep.sbatch send it)."""
+    run = Running(tmp_path, "hydra.sweeper.num_trials=3", "ray.max_concurrent_trials=2",
+                  "hydra.sweeper.preempt_grace_s=60")
+    run.wait_until(lambda: run.checkpointed(2), "two epochs of each running trial")
+    signalled = time.monotonic()
+    os.kill(run.proc.pid, signal.SIGTERM)
+    assert run.proc.wait(120) == 75, run.output()[-4000:]  # PREEMPTED_EXIT_STATUS: requeue and resume
+    assert time.monotonic() - signalled < 30  # the next checkpoints come within an epoch, not at the grace's end
+    output = run.output()
+    assert "SIGTERM: no new trial starts; waiting up to 60 s" in output
+    assert f"sweeper resume {run.sweep_dir}" in output
+
+    client = MlflowClient(run.tracking_uri)
+    before = {int(r.data.tags["sweeper.trial_index"]): r for r in child_runs(client, "epochs")}
+    assert sorted(before) == [0, 1], before  # the third trial never started
+    for r in before.values():
+        assert (r.info.status, r.data.tags["sweeper.status"]) == ("KILLED", "PREEMPTED"), r.data.tags
+    parent = client.get_run(before[0].data.tags["mlflow.parentRunId"])
+    assert (parent.info.status, parent.data.tags["sweeper.status"]) == ("KILLED", "PREEMPTED")
+    assert parent.data.tags["sweeper.preempted_trials"] == "0,1"
+    executed_at_stop = len(run.epochs_done())
+
+    resumed = resume(run.sweep_dir)
+    assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-4000:]
+    tally = check_records(run, 3)
+    by_index = tally.pop("by_index")
+    for index, r in before.items():
+        (after,) = by_index[index]
+        assert after.info.run_id == r.info.run_id and after.data.tags["sweeper.resumes"] == "1"
+    assert "sweeper.resumes" not in by_index[2][0].data.tags
+    parent = client.get_run(parent.info.run_id)
+    assert (parent.info.status, parent.data.tags["sweeper.status"]) == ("FINISHED", "FINISHED")
+    record_faults("SIGTERM preemption (exit 75), then sweeper resume: continued from the checkpoints",
+                  faults_injected=1, epochs_before_stop=executed_at_stop, **tally)
+
+
 TRAIN_APP = Path(__file__).parents[2] / "experiments" / "train.py"
 #: Seconds-based metrics: they differ between any two runs.
 TIMED = {"epoch_s", "duration_s", "sweeper.duration_s"}
