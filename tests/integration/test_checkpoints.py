@@ -252,3 +252,31 @@ def test_train_py_killed_and_retried_ends_bit_identical_to_an_uninterrupted_tria
     assert final_a == final_b  # bit-identical: == on the floats MLflow stored
     assert history_a == history_b
     assert [s for s, _ in history_a["train_loss"]] == list(range(8))  # each epoch's step once
+
+
+def test_the_documented_run_without_the_sweeper_continues_after_ctrl_c(tmp_path: Path) -> None:
+    """docs/reliability.md §7: the same command with the same hydra.run.dir continues an interrupted run."""
+    import json
+
+    from tests.conftest import REPO
+    from tests.documented import documented, run_documented
+
+    command = documented("python experiments/train.py model=cnn epochs=6 hydra.run.dir=outputs/cnn-digits").replace(
+        "experiments/train.py", str(REPO / "experiments" / "train.py"))
+    folder = tmp_path / "outputs" / "cnn-digits" / "checkpoints"
+    first = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=tmp_path, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True,
+                             env={**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}"})
+    deadline = time.monotonic() + 120
+    while not [m for m in folder.glob("checkpoint_*/checkpoint.json") if json.loads(m.read_text())["step"] >= 1]:
+        assert first.poll() is None and time.monotonic() < deadline, first.stdout.read() if first.stdout else ""
+        time.sleep(0.05)
+    first.send_signal(signal.SIGINT)  # Ctrl-C
+    out_first, _ = first.communicate(timeout=60)
+    assert first.returncode != 0 and "epoch 5:" not in out_first, out_first[-3000:]
+
+    second = run_documented(command, tmp_path, timeout=300)
+    out = second.stdout + second.stderr
+    assert second.returncode == 0, out[-3000:]
+    resumed = int(out.split("continuing after epoch ", 1)[1].split()[0])
+    assert resumed >= 1 and f"epoch {resumed}:" not in out and "epoch 5:" in out, out[-3000:]
