@@ -280,3 +280,23 @@ def test_the_documented_run_without_the_sweeper_continues_after_ctrl_c(tmp_path:
     assert second.returncode == 0, out[-3000:]
     resumed = int(out.split("continuing after epoch ", 1)[1].split()[0])
     assert resumed >= 1 and f"epoch {resumed}:" not in out and "epoch 5:" in out, out[-3000:]
+
+
+def test_the_gpu_checks_cpu_dry_run_kills_resumes_and_loses_at_most_one_epoch(tmp_path: Path) -> None:
+    """bench/checkpoint_gpu_check.py's kill section without a GPU (docs/gpu.md): the script the device runs."""
+    import json
+
+    from tests.conftest import REPO
+    from tests.documented import documented, run_documented
+
+    command = documented("python bench/checkpoint_gpu_check.py --out dry.json --device cpu --quick --sections kill")
+    proc = run_documented(f"{command.replace('bench/', str(REPO / 'bench') + '/')} --train-images 512", tmp_path,
+                          timeout=400)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    kill = json.loads((tmp_path / "dry.json").read_text())["sections"]["kill"]
+    assert kill["resume_returncode"] == 0 and "error" not in kill, kill
+    assert sorted(kill["trials"]) == ["0", "1", "2", "3"]
+    for trial in kill["trials"].values():
+        assert trial["status"] == "FINISHED" and trial["same_run"] and trial["duplicate_steps"] == 0, trial
+        assert trial["resumed_from_step"] >= 1 and trial["epochs_lost"] <= 1, trial
+    assert kill["epochs_lost_per_kill"]["max"] <= 1
