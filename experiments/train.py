@@ -14,7 +14,13 @@ One call trains one configuration and returns its numbers; the experiments under
   difference. Returns ``gap`` plus every metric of both runs prefixed ``sgd_``/``adam_``.
 
 Per-epoch metrics stream to the trial's MLflow run through ``sweeper.log_metrics`` (step =
-epoch). The environment (seed, threads, deterministic algorithms, device) is applied
+epoch). After every epoch the whole training state (model, optimizer, AMP scaler, data-order
+and augmentation generators, every RNG; ``vision.loop.loop_state``) is saved with
+``sweeper.save_checkpoint``, and a trial that restarts (its worker died, the sweep was
+resumed or preempted) continues after its last saved epoch; under ``env=reproducible`` it
+ends bit-identical to one that never stopped. Outside a sweep the checkpoints go to the job's
+output directory (``hydra.run.dir``), so running the same command with the same
+``hydra.run.dir`` continues an interrupted run. ``checkpoint=false`` saves none. The environment (seed, threads, deterministic algorithms, device) is applied
 first, by ``sweeper.environment.apply_environment``: the sweeper has already applied it
 in the worker, and applying it again is harmless, so a single run without the sweeper
 behaves the same. A training whose loss becomes NaN raises ``TrainingDiverged``: the
@@ -35,6 +41,7 @@ from __future__ import annotations
 import copy
 import logging
 import time
+from collections.abc import Callable
 from typing import Any
 
 import hydra
@@ -43,7 +50,7 @@ from hydra.utils import to_absolute_path
 from omegaconf import DictConfig
 from vision import ImageData, OptimizerSpec, build_model, count_parameters, load_dataset, train
 
-from sweeper import log_metrics
+from sweeper import load_checkpoint, log_metrics, save_checkpoint
 from sweeper.environment import apply_environment
 
 log = logging.getLogger(__name__)
@@ -72,7 +79,9 @@ def main(cfg: DictConfig) -> dict[str, float]:
 def train_once(cfg: DictConfig, data: ImageData, device: str, seed: int) -> dict[str, float]:
     """Train ``cfg.model`` with ``cfg.optimizer``; per-epoch metrics go to MLflow unprefixed."""
     model = _fresh_model(cfg, data, seed)
-    metrics = _train(cfg, model, data, device, seed, _optimizer(cfg, cfg.optimizer.name), prefix="")
+    saved = _saved(cfg, "train")
+    metrics = _train(cfg, model, data, device, seed, _optimizer(cfg, cfg.optimizer.name), prefix="",
+                     resume_from=saved["loop"] if saved else None, keep=lambda loop: {"task": "train", "loop": loop})
     return {**metrics, "n_params": float(count_parameters(model))}
 
 
@@ -80,12 +89,21 @@ def optimizer_gap(cfg: DictConfig, data: ImageData, device: str, seed: int) -> d
     """SGD-with-momentum test accuracy minus Adam's, same lr, same initial weights, same batches."""
     model = _fresh_model(cfg, data, seed)
     initial = copy.deepcopy(model.state_dict())
+    saved = _saved(cfg, "optimizer_gap") or {"done": {}, "phase": None, "loop": None}
     out: dict[str, float] = {}
     for name in ("sgd", "adam"):
+        if name in saved["done"]:  # trained before the restart
+            out.update(saved["done"][name])
+            continue
         model.load_state_dict(initial)
         torch.manual_seed(seed)  # the same dropout draws in both runs
-        metrics = _train(cfg, model, data, device, seed, _optimizer(cfg, name), prefix=f"{name}_")
-        out.update({f"{name}_{k}": v for k, v in metrics.items()})
+        done = dict(saved["done"])
+        metrics = _train(cfg, model, data, device, seed, _optimizer(cfg, name), prefix=f"{name}_",
+                         resume_from=saved["loop"] if saved["phase"] == name else None,
+                         keep=lambda loop, n=name, d=done: {"task": "optimizer_gap", "done": d, "phase": n,
+                                                            "loop": loop})
+        saved["done"][name] = {f"{name}_{k}": v for k, v in metrics.items()}
+        out.update(saved["done"][name])
     out["gap"] = out["sgd_test_acc"] - out["adam_test_acc"]
     log.info("gap = sgd %.4f - adam %.4f = %+.4f", out["sgd_test_acc"], out["adam_test_acc"], out["gap"])
     return out
@@ -102,16 +120,31 @@ def _optimizer(cfg: DictConfig, name: str) -> OptimizerSpec:
                          weight_decay=float(o.weight_decay))
 
 
+def _saved(cfg: DictConfig, task: str) -> dict[str, Any] | None:
+    """The checkpoint this task continues from (None: a fresh start, or ``checkpoint=false``)."""
+    saved = load_checkpoint() if cfg.checkpoint else None
+    if saved is not None and saved.get("task") != task:
+        raise ValueError(f"the checkpoint to continue from is of task={saved.get('task')!r}, not task={task!r}: "
+                         f"start in a new output directory (hydra.run.dir) or with the task it was saved by.")
+    return saved
+
+
 def _train(cfg: DictConfig, model: torch.nn.Module, data: ImageData, device: str, seed: int, spec: OptimizerSpec,
-           prefix: str) -> dict[str, float]:
+           prefix: str, resume_from: dict[str, Any] | None,
+           keep: Callable[[dict[str, Any]], dict[str, Any]]) -> dict[str, float]:
+    """Train; after each epoch, log its metrics and save ``keep(loop state)`` as the checkpoint."""
     def on_epoch(epoch: int, metrics: dict[str, Any]) -> None:
         log.info("%sepoch %d: train_acc %.4f train_loss %.4f test_acc %.4f test_loss %.4f", prefix, epoch,
                  metrics["train_acc"], metrics["train_loss"], metrics["test_acc"], metrics["test_loss"])
         log_metrics({prefix + k: v for k, v in metrics.items()}, step=epoch)
 
+    def on_checkpoint(loop: dict[str, Any]) -> None:
+        save_checkpoint(keep(loop), step=int(loop["epoch"]))
+
     return train(model, data.train, data.test, optimizer=spec, batch_size=int(cfg.batch_size), epochs=int(cfg.epochs),
                  device=device, amp=bool(cfg.amp), augment=bool(cfg.data.augment), seed=seed,
-                 num_workers=int(cfg.data.num_workers), on_epoch=on_epoch)
+                 num_workers=int(cfg.data.num_workers), on_epoch=on_epoch,
+                 on_checkpoint=on_checkpoint if cfg.checkpoint else None, resume_from=resume_from)
 
 
 if __name__ == "__main__":

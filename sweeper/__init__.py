@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from sweeper.checkpoint import load_checkpoint, save_checkpoint
 from sweeper.errors import MissingDependencyError, SweeperConfigError, TrialFailuresExceeded
 from sweeper.record.metrics import log_metrics
 
@@ -29,7 +30,9 @@ __all__ = [
     "SweeperConfigError",
     "TrialFailuresExceeded",
     "apply_environment",
+    "load_checkpoint",
     "log_metrics",
+    "save_checkpoint",
 ]
 
 _LAZY = {

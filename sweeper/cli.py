@@ -7,6 +7,7 @@
     sweeper multiverse --experiment svm-breast-cancer          # GP maps, Bayes factors, sensitivity
     sweeper multiverse --experiment train --filter "train_acc >= 0.99" --kernel rbf-ard
     sweeper resume multirun/2026-11-22/10-00-00                # continue a sweep whose driver died
+    sweeper resume multirun/slurm-123 ray.address=10.0.0.5:6379  # ... on another cluster
     sweeper sync multirun/2026-11-22/10-00-00                  # send writes spooled during an MLflow outage
 """
 
@@ -34,6 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                             description="Run the sweep's own command again with hydra.sweeper.resume=true, in its "
                                         "directory: finished trials are kept, trials in flight run again.")
     resume.add_argument("sweep", help="the sweep's directory (tag sweeper.sweep_dir) or its MLflow parent run id")
+    resume.add_argument("overrides", nargs="*", metavar="KEY=VALUE",
+                        help="settings that replace the original command's, e.g. ray.address=<a new cluster's head>")
     resume.add_argument("--tracking-uri", default=DEFAULT_TRACKING_URI,
                         help=f"where to look up a parent run id (default: {DEFAULT_TRACKING_URI})")
     sync = sub.add_parser("sync", help="send MLflow writes a sweep spooled while the tracking server was away",
@@ -57,7 +60,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "multiverse":
         return _multiverse(args)
     if args.command == "resume":
-        return _resume(args.sweep, args.tracking_uri)
+        return _resume(args.sweep, args.tracking_uri, args.overrides)
     if args.command == "sync":
         return _sync(args.sweep_dir)
     parser.print_help()
@@ -84,7 +87,7 @@ def _store_problem(uri: str | None) -> str | None:
     return None
 
 
-def _resume(ref: str, tracking_uri: str) -> int:
+def _resume(ref: str, tracking_uri: str, overrides: list[str]) -> int:
     import subprocess
     from pathlib import Path
 
@@ -101,7 +104,7 @@ def _resume(ref: str, tracking_uri: str) -> int:
     except SweeperConfigError as exc:
         print(f"sweeper resume: {exc}", file=sys.stderr)
         return 2
-    command = manifest.resume_command(sweep_dir)
+    command = manifest.resume_command(sweep_dir, overrides)
     print(f"Resuming {sweep_dir} (MLflow run {manifest.parent_run_id}) in {manifest.cwd}:\n  {' '.join(command)}",
           flush=True)
     return subprocess.call(command, cwd=manifest.cwd)

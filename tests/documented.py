@@ -107,6 +107,8 @@ NOT_RUN_HERE: dict[str, str] = {
         "python3 bench/gpu_check.py --out results4.json --sections environment",
         "python bench/gpu_check.py --out results.json",
     ], "needs an NVIDIA GPU (and 11 minutes of one): the test runs the same script with --device cpu"),
+    "python bench/checkpoint_gpu_check.py --out ckpt.json":
+        "needs an NVIDIA GPU: tests/integration/test_checkpoints.py runs the same script with --device cpu --quick",
 }
 
 

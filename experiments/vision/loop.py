@@ -21,16 +21,25 @@ calls ``on_epoch`` with the epoch's metrics (the task streams them to MLflow wit
 
 Data order and augmentation draw from generators seeded by ``seed``, so two trainings with
 the same seed see the same batches (the paired SGD/Adam comparison relies on it).
+
+``on_checkpoint`` receives the loop's whole state after every epoch (:func:`loop_state`):
+model, optimizer, AMP scaler, the data-order and augmentation generators, every global RNG
+(torch CPU and CUDA, NumPy, Python) and the epoch's metrics; ``resume_from`` continues from
+such a state. Under deterministic algorithms an interrupted training continued this way
+ends bit-identical to one that never stopped (tests/unit/test_train_resume.py).
 """
 
 from __future__ import annotations
 
 import logging
 import math
+import random
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.data import DataLoader
@@ -72,7 +81,9 @@ def make_optimizer(params: Iterator[nn.Parameter], spec: OptimizerSpec) -> torch
 
 def train(model: nn.Module, train_split: Split, test_split: Split, *, optimizer: OptimizerSpec, batch_size: int,
           epochs: int, device: str = "cpu", amp: bool = False, augment: bool = False, seed: int = 0,
-          num_workers: int = 0, on_epoch: Callable[[int, dict[str, float]], None] | None = None) -> dict[str, float]:
+          num_workers: int = 0, on_epoch: Callable[[int, dict[str, float]], None] | None = None,
+          on_checkpoint: Callable[[dict[str, Any]], None] | None = None,
+          resume_from: dict[str, Any] | None = None) -> dict[str, float]:
     """Train ``model`` in place for ``epochs`` epochs; return the last epoch's metrics.
 
     Args:
@@ -87,6 +98,8 @@ def train(model: nn.Module, train_split: Split, test_split: Split, *, optimizer:
         seed: seed of the data order and the augmentation.
         num_workers: loader processes for on-disk datasets.
         on_epoch: called after each epoch with (epoch, metrics).
+        on_checkpoint: called after ``on_epoch`` with the loop's state (:func:`loop_state`).
+        resume_from: a state ``on_checkpoint`` received: continue after its epoch.
 
     Returns:
         ``train_acc``, ``train_loss``, ``test_acc``, ``test_loss`` of the last epoch, and
@@ -107,10 +120,16 @@ def train(model: nn.Module, train_split: Split, test_split: Split, *, optimizer:
     order = torch.Generator().manual_seed(seed)
     shifts = torch.Generator(device=device).manual_seed(seed + 1)
     train_split, test_split = _placed(train_split, device), _placed(test_split, device)
-    metrics = {"train_acc": math.nan, "train_loss": math.nan,
-               **evaluate(model, test_split, batch_size, device, use_amp, num_workers)}
-    started = time.perf_counter()
-    for epoch in range(epochs):
+    generators = {"order": order, "shifts": shifts}
+    if resume_from is None:
+        start, elapsed_s = 0, 0.0
+        metrics = {"train_acc": math.nan, "train_loss": math.nan,
+                   **evaluate(model, test_split, batch_size, device, use_amp, num_workers)}
+    else:
+        start, elapsed_s, metrics = _restore(resume_from, model, opt, scaler, generators)
+        log.info("continuing after epoch %d of %d", start - 1, epochs)
+    started = time.perf_counter() - elapsed_s
+    for epoch in range(start, epochs):
         model.train()
         loss_sum = torch.zeros((), device=device)  # summed on the device: no sync per step
         correct = torch.zeros((), dtype=torch.int64, device=device)
@@ -139,8 +158,47 @@ def train(model: nn.Module, train_split: Split, test_split: Split, *, optimizer:
                    **evaluate(model, test_split, batch_size, device, use_amp, num_workers)}
         if on_epoch is not None:
             on_epoch(epoch, metrics)
+        if on_checkpoint is not None:
+            on_checkpoint(loop_state(epoch, model, opt, scaler, generators, metrics, time.perf_counter() - started))
+    metrics = dict(metrics)
     metrics["epoch_s"] = (time.perf_counter() - started) / max(epochs, 1)
     return metrics
+
+
+def loop_state(epoch: int, model: nn.Module, opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
+               generators: dict[str, torch.Generator], metrics: dict[str, float], elapsed_s: float) -> dict[str, Any]:
+    """Everything the loop needs to continue after ``epoch`` as if it had not stopped."""
+    return {"epoch": epoch, "model": model.state_dict(), "optimizer": opt.state_dict(), "scaler": scaler.state_dict(),
+            "generators": {name: g.get_state() for name, g in generators.items()}, "rng": rng_state(),
+            "metrics": dict(metrics), "elapsed_s": elapsed_s}
+
+
+def rng_state() -> dict[str, Any]:
+    """Every global random state: torch's CPU and CUDA generators, NumPy's and Python's."""
+    cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else []
+    return {"torch": torch.get_rng_state(), "cuda": cuda, "numpy": np.random.get_state(), "python": random.getstate()}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    """Put back what :func:`rng_state` read."""
+    torch.set_rng_state(state["torch"])
+    if state["cuda"]:
+        torch.cuda.set_rng_state_all(state["cuda"])
+    np.random.set_state(state["numpy"])
+    random.setstate(state["python"])
+
+
+def _restore(state: dict[str, Any], model: nn.Module, opt: torch.optim.Optimizer, scaler: torch.amp.GradScaler,
+             generators: dict[str, torch.Generator]) -> tuple[int, float, dict[str, float]]:
+    """Load a :func:`loop_state` into the loop's objects; return the next epoch, the time spent, the metrics."""
+    model.load_state_dict(state["model"])
+    opt.load_state_dict(state["optimizer"])
+    if state["scaler"]:
+        scaler.load_state_dict(state["scaler"])
+    for name, generator in generators.items():
+        generator.set_state(state["generators"][name])
+    set_rng_state(state["rng"])
+    return int(state["epoch"]) + 1, float(state["elapsed_s"]), dict(state["metrics"])
 
 
 @torch.no_grad()

@@ -58,6 +58,13 @@ class MultiverseSweeperConf:
     # so every prediction respects them; a trial returning a value outside them FAILS. null: no bounds.
     metric_bounds: Optional[List[Any]] = None
     resume: bool = False  # continue the interrupted sweep in hydra.sweep.dir (see `sweeper resume`)
+    # checkpoints (sweeper.save_checkpoint) of a running trial kept on ray.storage_path, the newest; a trial that
+    # restarts continues from the newest complete one
+    keep_checkpoints: int = 1
+    keep_finished_checkpoints: bool = False  # keep a trial's checkpoints once it ended (false: deleted then)
+    # after SIGTERM to the driver: seconds the running trials get to save their next checkpoint before the sweep
+    # stops, to be continued by `sweeper resume` (exit status 75)
+    preempt_grace_s: float = 120.0
 
 
 #: What ``ray.working_dir`` leaves out unless told otherwise: environments, records, outputs.

@@ -108,6 +108,10 @@ class DurableWriter:
     def finish(self, what: str, run: str, status: str) -> None:
         self._put("finish", what, run, status=status)
 
+    def reopen(self, what: str, run: str) -> None:
+        """Mark an ended (or orphaned) run RUNNING again: its trial continues from a checkpoint."""
+        self._put("reopen", what, run)
+
     def run_id(self, run: str | None) -> str | None:
         """The MLflow id behind a handle (a real id is returned as it is; None while not created)."""
         if run is None or not run.startswith("local-"):
@@ -231,6 +235,8 @@ class DurableWriter:
             self.tracker.log_text(run_id, op["text"], op["artifact_file"])
         elif kind == "finish":
             self.tracker.finish(run_id, op["status"])
+        elif kind == "reopen":
+            self.tracker.reopen(run_id)
         else:
             raise ValueError(f"unknown write {kind!r}")
 

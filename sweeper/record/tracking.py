@@ -86,6 +86,11 @@ def get_run(tracking_uri: str, run_id: str) -> Any:
         raise LookupError(f"no MLflow run {run_id} at {tracking_uri} ({exc})") from exc
 
 
+def last_metric_steps(run: Any) -> dict[str, tuple[int, float]]:
+    """Metric -> (step, value) of its latest value in a run read from MLflow (its history's last step)."""
+    return {m.key: (int(m.step), float(m.value)) for m in run.data._metric_objs}  # RunData keeps steps only there
+
+
 class MLflowTracker:
     """Writes one sweep's parent run and its trial runs.
 
@@ -196,7 +201,7 @@ class MLflowTracker:
         return runs[0].info.run_id if runs else None
 
     def reopen(self, run_id: str) -> None:
-        """Mark a sweep's run RUNNING again, for a resumed sweep (its driver died, or it was stopped)."""
+        """Mark a run RUNNING again: a resumed sweep's, or a trial's that continues from a checkpoint."""
         self.client.update_run(run_id, status="RUNNING")
         self.log(run_id, tags={"status": "RUNNING", "resumed_at": time.strftime("%Y-%m-%d %H:%M:%S")})
 

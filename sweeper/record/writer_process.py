@@ -80,6 +80,9 @@ class WriterProcess:
     def finish(self, what: str, run: str, status: str) -> None:
         self._send("finish", what, run, status)
 
+    def reopen(self, what: str, run: str) -> None:
+        self._send("reopen", what, run)
+
     def run_id(self, run: str | None) -> str | None:
         """The MLflow id behind a handle, once the writer has closed (a real id is returned as it is)."""
         if run is None or not run.startswith("local-"):

@@ -30,6 +30,7 @@ from sweeper.errors import SweeperConfigError, TrialFailuresExceeded
 from sweeper.record.conditions import capture_conditions, shipped_code
 from sweeper.record.redaction import redact_text
 from sweeper.record.spool import SPOOL_FILE, DurableWriter
+from sweeper.run.checkpoints import CheckpointSettings, newest_checkpoint, storage_filesystem
 from sweeper.run.cluster import address_problem, is_client_address, storage_path, tune_experiment_path
 from sweeper.run.compose import TrialComposer
 from sweeper.run.outcome import SweepOutcome, format_params
@@ -51,6 +52,9 @@ _TUNE_ENV = {
     "TUNE_DISABLE_STRICT_METRIC_CHECKING": "1",  # per-step results carry no objective
     "RAY_CHDIR_TO_TRIAL_DIR": "0",  # tasks see the launch directory, as in a plain Hydra run
     "RAY_AIR_NEW_OUTPUT": "0",
+    # Tune saves its experiment state whenever a trial has checkpointed keep_checkpoints times since the last
+    # save, and warns when that is more than every 5 s: with one checkpoint per epoch, it is meant to.
+    "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0",
 }
 
 
@@ -66,6 +70,8 @@ class SweeperImpl:
         self.metric: str = settings.pop("metric")
         self.max_failure_rate: float = settings.pop("max_failure_rate")
         self.resume: bool = bool(settings.pop("resume", False))
+        self.checkpoints = CheckpointSettings(**{k: settings.pop(k) for k in CheckpointSettings.__dataclass_fields__
+                                                 if k in settings})
         bounds = settings.get("metric_bounds")
         if isinstance(bounds, ListConfig):  # a plain list: PolicySettings records and compares it
             settings["metric_bounds"] = OmegaConf.to_container(bounds, resolve=True)
@@ -104,18 +110,20 @@ class SweeperImpl:
         try:
             recorder, searcher = self._run_tune(space, composer, policy_settings, ray_cfg, opening, sweep_dir,
                                                manifest)
-            status = "FINISHED"
+            status = "FINISHED" if recorder.suspended is None else "PREEMPTED"
         except KeyboardInterrupt:
             status = "KILLED"
             raise
         finally:
-            if status != "FINISHED":
+            if status not in ("FINISHED", "PREEMPTED"):
                 try:
                     tracker, parent_run_id = opening.result()
                     tracker.finish(parent_run_id, status)
                 except Exception as exc:  # noqa: BLE001 - never hide why the sweep ended
                     log.error("could not mark the sweep's MLflow run %s: %s", status, exc)
         tracker, parent_run_id = opening.result()
+        if recorder.suspended is not None:
+            self._preempted(tracker, parent_run_id, recorder, sweep_dir)
         self._finish(tracker, parent_run_id, recorder, searcher, sweep_dir, policy_settings)
 
     # ---------------------------------------------------------------- validation
@@ -136,6 +144,7 @@ class SweeperImpl:
         max_failures = math.floor(min(max(self.max_failure_rate, 0.0), 1.0) * num_trials)
         settings = PolicySettings(**self.settings, max_failures=max_failures)
         problems.extend(settings.problems(space, prefix="hydra.sweeper."))
+        problems.extend(self.checkpoints.problems(prefix="hydra.sweeper."))
         if not self.metric or not str(self.metric).strip():
             problems.append(f"hydra.sweeper.metric={self.metric!r} is invalid: name the key of the task's returned "
                             f"dict to model (a plain number returned is named by it). "
@@ -312,12 +321,15 @@ class SweeperImpl:
                 code_dir=self._code_dir(),
                 shipped_code=shipped_code(env.get("working_dir"), self._code_dir()),
             )
-            ledger = reconcile(tracker, parent_run_id) if manifest is not None else None
+            ledger = None
             if manifest is not None:
+                fs = storage_filesystem(manifest.tune_path)[0]
+                ledger = reconcile(tracker, parent_run_id, lambda folder: newest_checkpoint(fs, [folder]) is not None)
                 tune_storage, tune_name = str(Path(manifest.tune_path).parent), Path(manifest.tune_path).name
                 ctx.replayed = {i: ledger.result_of(i, self.metric) for i in ledger.records(space, self.metric)}
-                log.info("MLflow holds %d ended trials (not run again); %d runs left RUNNING were closed as KILLED "
-                         "and their trials run again", len(ledger.ended), len(ledger.killed))
+                log.info("MLflow holds %d ended trials (not run again); %d trials in flight continue from their "
+                         "checkpoints; %d runs left RUNNING were closed as KILLED and their trials run again",
+                         len(ledger.ended), len(ledger.in_flight), len(ledger.killed))
             else:
                 tune_storage, tune_name = tune_location(ray_cfg, sweep_dir, parent_run_id)
                 tune_path = tune_experiment_path(tune_storage, tune_name)
@@ -325,7 +337,7 @@ class SweeperImpl:
                               space.to_dict(), settings.strategy, settings.seed, settings.num_trials,
                               current_command(), os.getcwd()).save(sweep_dir)
             job = TuneJob(space, settings, self.metric, ray_cfg, tracker, parent_run_id, ctx, tune_storage, tune_name,
-                          ledger, str(sweep_dir / SPOOL_FILE))
+                          ledger, str(sweep_dir / SPOOL_FILE), checkpoints=self.checkpoints)
             recorder, searcher = run_on_head(job) if client else run_tune(job)
             (sweep_dir / SEARCHER_STATE_FILE).write_text(json.dumps(searcher.get_state()), encoding="utf-8")
             return recorder, searcher
@@ -342,6 +354,22 @@ class SweeperImpl:
         return manifest
 
     # ---------------------------------------------------------------- results
+    def _preempted(self, tracker: Any, parent_run_id: str, recorder: Any, sweep_dir: Path) -> None:
+        """Record a sweep stopped by SIGTERM (sweeper.run.preemption) and exit with the status that requeues it."""
+        from sweeper.run.preemption import PREEMPTED_EXIT_STATUS
+        from sweeper.run.recorder import PREEMPTED_STATUS
+
+        writer = DurableWriter(tracker, sweep_dir / SPOOL_FILE)
+        what = "closing the preempted sweep's run"
+        writer.log(what, parent_run_id, tags={"status": PREEMPTED_STATUS, "preempted_trials": ",".join(
+            map(str, recorder.suspended)), "preempted_at": time.strftime("%Y-%m-%d %H:%M:%S")})
+        writer.finish(what, parent_run_id, "KILLED")
+        writer.close()
+        log.warning("Preempted: %d trial(s) were in flight (%s) and continue from their checkpoints, and %d ended "
+                    "trials are kept, when the sweep resumes: sweeper resume %s", len(recorder.suspended),
+                    ", ".join(f"#{i}" for i in recorder.suspended) or "none", len(recorder.records), sweep_dir)
+        raise SystemExit(PREEMPTED_EXIT_STATUS)
+
     def _finish(self, tracker: Any, parent_run_id: str, recorder: Any, searcher: Any, sweep_dir: Path,
                 settings: PolicySettings) -> None:
         outcome = SweepOutcome([recorder.records[i] for i in sorted(recorder.records)], self.metric, settings.mode)

@@ -5,6 +5,13 @@ nowhere else. A trial's child run is created when it starts (RUNNING), per-step 
 stream in while it runs, and it is closed FINISHED or FAILED with everything the worker
 reported: metrics, the composed config, the conditions of measurement of the worker, the
 error and its traceback.
+
+A trial that restarts from a checkpoint (its worker died and Tune retried it, or a resumed
+sweep continues it) continues its run: one run per training history. Its per-step metrics go
+on where they were; a step the restarted attempt redoes (saved after its checkpoint, before
+the fault) is not recorded a second time, per metric. The run counts its restarts
+(``sweeper.resumes``) and says from which step each continued (``sweeper.resumed_from_steps``).
+A trial that restarts without a checkpoint starts a new run, as its training starts anew.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from ray.tune import Callback
 from sweeper.record.conditions import measurement_record
 from sweeper.record.redaction import redact_tree
 from sweeper.record.spool import DurableWriter
+from sweeper.run.checkpoints import CHECKPOINT_STEP_KEY
 from sweeper.run.outcome import TrialRecord, format_params
 from sweeper.run.searcher import TRIAL_KEY
 from sweeper.run.trial import (
@@ -40,9 +48,14 @@ if TYPE_CHECKING:
     from ray.tune.experiment import Trial
 
     from sweeper.record.tracking import MLflowTracker
+    from sweeper.run.checkpoint_keeper import CheckpointKeeper
+    from sweeper.run.resume import InFlight
     from sweeper.search.policy import BayesFactorCheck
 
 log = logging.getLogger(__name__)
+
+#: ``sweeper.status`` of a trial's run closed KILLED because the sweep was preempted: a resume continues it.
+PREEMPTED_STATUS = "PREEMPTED"
 
 
 class TrialRecorder(Callback):
@@ -56,10 +69,12 @@ class TrialRecorder(Callback):
         strategy: recorded on each trial.
         spool_path: where writes wait while the tracking server is away.
         writer: the writer to use, e.g. a :class:`~sweeper.record.writer_process.WriterProcess`.
+        keeper: says which checkpoint a (re)starting trial continues from (None: no checkpoints).
     """
 
     def __init__(self, tracker: MLflowTracker, parent_run_id: str, metric: str, num_trials: int,
-                 strategy: str, spool_path: Path | None = None, writer: Any = None) -> None:
+                 strategy: str, spool_path: Path | None = None, writer: Any = None,
+                 keeper: CheckpointKeeper | None = None) -> None:
         self.tracker = tracker
         self.parent_run_id = parent_run_id
         self.metric = metric
@@ -67,9 +82,15 @@ class TrialRecorder(Callback):
         self.strategy = strategy
         self.records: dict[int, TrialRecord] = {}
         self._packages_logged: set[str] = set()
-        self._last_step: dict[int, int] = {}  # trial index -> last per-step metric step
+        self.keeper = keeper
+        self._steps: dict[int, dict[str, tuple[int, float]]] = {}  # index -> metric -> last (step, value) recorded
+        self._floors: dict[int, dict[str, int]] = {}  # index -> metric -> last step recorded before its restart
+        self._resumed: dict[int, list[int]] = {}  # index -> the checkpoint steps it continued from
+        self._continuable: dict[int, str] = {}  # index -> its run, open for a restart from a checkpoint
         self._by_trial: dict[str, TrialRecord] = {}
         self._adopted: dict[int, TrialRecord] = {}  # index -> a trial that ended before a resume
+        #: The trials in flight when the sweep was preempted (None: it was not): see sweeper.run.preemption.
+        self.suspended: list[int] | None = None
         #: A DurableWriter (a thread of this process) unless given one (sweeper.record.writer_process).
         self.writer: Any = writer if writer is not None else DurableWriter(tracker, spool_path)
 
@@ -117,6 +138,20 @@ class TrialRecorder(Callback):
             return
         record = TrialRecord(index, meta["phase"], int(meta["batch"]), params)
         self._by_trial[trial.trial_id] = record
+        restored = self.keeper.restored_from(trial) if self.keeper is not None else None
+        run_id = self._continuable.pop(index, None)
+        assert self.writer is not None
+        if run_id is not None and restored is not None:
+            record.run_id = run_id
+            self.writer.reopen(f"reopening the run of trial #{index}", run_id)
+            self._resume_tags(trial, record, restored.step)
+            return
+        if run_id is not None:  # its checkpoints are gone: the training starts anew, in a run of its own
+            what = f"closing the earlier run of trial #{index}"
+            self.writer.log(what, run_id, tags={"status": "KILLED", "error": "its trial restarted from the beginning: "
+                                                                             "no checkpoint was left to continue from"})
+            self.writer.finish(what, run_id, "KILLED")
+            self._forget(index)
         tags = {
             "trial_index": index,
             "phase": meta["phase"],
@@ -127,22 +162,48 @@ class TrialRecorder(Callback):
             "predicted_sd": meta.get("predicted_sd"),
             "tune_trial_id": trial.trial_id,
             "unit_point": json.dumps([float(v) for v in meta.get("x", ())]),
+            "trial_dir": trial.storage.trial_fs_path,
             "status": "RUNNING",
         }
-
-        assert self.writer is not None
         record.run_id = self.writer.start_run(f"creating the run of trial #{index}", f"trial-{index:04d}",
                                               parent_run_id=self.parent_run_id, params=params, tags=tags)
+        if restored is not None:  # a checkpoint of an attempt whose run never reached MLflow
+            self._resume_tags(trial, record, restored.step)
+
+    def _resume_tags(self, trial: Trial, record: TrialRecord, step: int) -> None:
+        """Say on the trial's run that it continues from the checkpoint of ``step``; hold back redone steps."""
+        index = record.index
+        self._floors[index] = {k: step for k, (step, _) in self._steps.get(index, {}).items()}
+        history = self._resumed.setdefault(index, [])
+        history.append(step)
+        assert self.writer is not None and record.run_id is not None
+        self.writer.log(f"marking trial #{index} resumed", record.run_id, tags={
+            "status": "RUNNING", "tune_trial_id": trial.trial_id, "trial_dir": trial.storage.trial_fs_path,
+            "resumes": len(history), "resumed_from_step": step, "resumed_from_steps": ",".join(map(str, history))})
+        log.info("trial #%d continues from its checkpoint of step %d (restart %d), in its MLflow run",
+                 index, step, len(history))
+
+    def _forget(self, index: int) -> None:
+        for known in (self._steps, self._floors, self._resumed):
+            known.pop(index, None)
 
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict[str, Any],
                         **info: Any) -> None:
         record = self._by_trial.get(trial.trial_id)
-        if record is not None and STEP_KEY in result:
-            metrics, step = result.get(STEP_METRICS_KEY, {}), int(result[STEP_KEY])
-            self._last_step[record.index] = max(step, self._last_step.get(record.index, 0))
-            assert self.writer is not None and record.run_id is not None
-            self.writer.log(f"logging step {step} of trial #{record.index}", record.run_id, metrics=metrics,
-                            step=step)
+        if record is None or record.index in self._adopted:
+            return
+        assert self.writer is not None and record.run_id is not None
+        if STEP_KEY in result:
+            step, floor = int(result[STEP_KEY]), self._floors.get(record.index, {})
+            metrics = {k: v for k, v in result.get(STEP_METRICS_KEY, {}).items() if step > floor.get(k, -1)}
+            last = self._steps.setdefault(record.index, {})
+            last.update({k: (step, v) for k, v in metrics.items() if step >= last.get(k, (step, v))[0]})
+            if metrics:  # else every metric of this step was recorded before the restart
+                self.writer.log(f"logging step {step} of trial #{record.index}", record.run_id, metrics=metrics,
+                                step=step)
+        if CHECKPOINT_STEP_KEY in result:
+            self.writer.log(f"noting a checkpoint of trial #{record.index}", record.run_id,
+                            tags={"checkpoint_step": int(result[CHECKPOINT_STEP_KEY])})
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         record = self._by_trial.pop(trial.trial_id, None)
@@ -158,6 +219,28 @@ class TrialRecorder(Callback):
         """Take over the trials a resumed sweep had ended: counted, never recorded twice."""
         self._adopted.update(ended)
         self.records.update(ended)
+
+    def adopt_in_flight(self, in_flight: dict[int, InFlight]) -> None:
+        """Take over the runs of a resumed sweep's trials that were in flight and left a checkpoint:
+        each continues its run when its trial restarts from one."""
+        for index, run in in_flight.items():
+            self._continuable[index] = run.run_id
+            self._steps[index] = dict(run.last_steps)
+            self._resumed[index] = list(run.resumed_from)
+
+    def suspend_in_flight(self, reason: str) -> list[int]:
+        """Close the runs of the trials in flight as KILLED, tagged PREEMPTED: a resume continues them."""
+        suspended = []
+        assert self.writer is not None
+        for record in self._by_trial.values():
+            if record.index in self._adopted or record.run_id is None:
+                continue
+            what = f"suspending trial #{record.index}"
+            self.writer.log(what, record.run_id, tags={"status": PREEMPTED_STATUS, "error": reason})
+            self.writer.finish(what, record.run_id, "KILLED")
+            suspended.append(record.index)
+        self._by_trial.clear()
+        return sorted(suspended)
 
     def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         """Close the run with the trial's own last result if it sent one before its worker ended
@@ -184,6 +267,13 @@ class TrialRecorder(Callback):
             error = worker_error_message(trial_error_text(trial))
 
             assert self.writer is not None and record.run_id is not None
+            if self.keeper is not None and self.keeper.newest(trial) is not None:
+                self._continuable[record.index] = record.run_id  # the retry continues this run
+                self.writer.log(f"noting the restart of trial #{record.index}", record.run_id,
+                                tags={"restart_error": error})
+                log.warning("trial #%d failed in its worker and is retried from its checkpoint: %s", record.index,
+                            error)
+                return
             what = f"closing the failed attempt of trial #{record.index}"
             self.writer.log(what, record.run_id, tags={"status": "FAILED", "error": f"retried: {error}"})
             self.writer.finish(what, record.run_id, "FAILED")
@@ -203,7 +293,12 @@ class TrialRecorder(Callback):
         tags.update({"status": record.status, "duration_s": record.duration_s, "error": record.error})
         metrics = {**record.metrics, "sweeper.duration_s": record.duration_s}
         traceback_text = result.get(TRACEBACK_KEY)
-        final_step = self._last_step.pop(record.index, 0)
+        last = self._steps.get(record.index, {})
+        final_step = max((step for step, _ in last.values()), default=0)
+        # The final values at the last step of the per-step history (not as a jump back to step 0), each
+        # unless that step holds it already (a task returns its last epoch's numbers): no step twice.
+        metrics = {k: v for k, v in metrics.items() if last.get(k) != (final_step, v)}
+        self._forget(record.index)
         conditions = result.get(CONDITIONS_KEY, {})
         # Redacted as a tree: a credential-like config key's value never reaches conditions.json.
         measurement = redact_tree(measurement_record(self.metric, record.metrics, result.get(CONFIG_KEY, {}),
@@ -215,7 +310,6 @@ class TrialRecorder(Callback):
 
         assert self.writer is not None and record.run_id is not None
         what, run = f"closing the run of trial #{record.index}", record.run_id
-        # The final values at the last step of the per-step history, not as a jump back to step 0.
         self.writer.log(what, run, params=config_params, metrics=metrics, tags=tags, step=final_step)
         self.writer.log_text(what, run, json.dumps(measurement, indent=1, default=str), "conditions.json")
         if traceback_text:

@@ -9,8 +9,10 @@ Three records survive a killed driver, and resuming reads all of them:
   checkpointed;
 - MLflow, the ledger of trials (:func:`reconcile`): a FINISHED or FAILED child run is a trial
   that ended, whatever Tune's last checkpoint says, and is never run again; a child run left
-  RUNNING belonged to a trial in flight when the driver died: it is closed as KILLED and its
-  trial runs once more.
+  RUNNING belonged to a trial in flight when the driver died (one closed KILLED and tagged
+  PREEMPTED, to a trial in flight when the sweep was preempted). If that trial left a
+  complete checkpoint in its folder (tag ``sweeper.trial_dir``), it continues from it, in
+  the same run; else its run is closed as KILLED and the trial runs once more.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,10 +69,14 @@ class SweepManifest:
                                      f"version {MANIFEST_VERSION}")
         return cls(**data)
 
-    def resume_command(self, sweep_dir: Path) -> list[str]:
-        """The original command, pointed at ``sweep_dir`` with ``hydra.sweeper.resume=true``."""
-        kept = [a for a in self.command if not a.startswith(_RESUME_KEYS)]
-        return [*kept, f"hydra.sweep.dir={sweep_dir}", "hydra.sweeper.resume=true"]
+    def resume_command(self, sweep_dir: Path, overrides: list[str] | None = None) -> list[str]:
+        """The original command, pointed at ``sweep_dir`` with ``hydra.sweeper.resume=true``.
+
+        ``overrides`` (e.g. ``ray.address=`` of a new cluster) replace the original's of the same keys.
+        """
+        given = tuple(o.split("=", 1)[0] + "=" for o in overrides or [])
+        kept = [a for a in self.command if not a.startswith(_RESUME_KEYS + given)]
+        return [*kept, *(overrides or []), f"hydra.sweep.dir={sweep_dir}", "hydra.sweeper.resume=true"]
 
     def problems(self, space: SearchSpace, strategy: str, seed: int, num_trials: int) -> list[str]:
         """What differs between the saved sweep and the one asked to continue it."""
@@ -93,6 +100,16 @@ def current_command() -> list[str]:
     return [sys.executable, *sys.argv]
 
 
+@dataclass(frozen=True)
+class InFlight:
+    """A trial in flight when the sweep stopped, that left a checkpoint: its run continues."""
+
+    run_id: str
+    trial_dir: str  # the folder of its checkpoints on ray.storage_path (tag sweeper.trial_dir)
+    last_steps: dict[str, tuple[int, float]]  # metric -> the last step its run recorded, and the value there
+    resumed_from: list[int]  # the steps it continued from before (tag sweeper.resumed_from_steps)
+
+
 @dataclass
 class Ledger:
     """The trials MLflow holds for a sweep, read when it resumes.
@@ -102,11 +119,13 @@ class Ledger:
         suggested: trial index -> how it was suggested: ``x`` (the unit-cube point, tag
             ``sweeper.unit_point``), ``phase``, ``batch`` and the GP's values there.
         killed: run ids of orphaned RUNNING runs closed as KILLED.
+        in_flight: trial index -> its run, for trials that continue from a checkpoint.
     """
 
     ended: dict[int, Any] = field(default_factory=dict)
     suggested: dict[int, dict[str, Any]] = field(default_factory=dict)
     killed: list[str] = field(default_factory=list)
+    in_flight: dict[int, InFlight] = field(default_factory=dict)
 
     def result_of(self, index: int, metric: str) -> dict[str, Any]:
         """The metrics and status of an ended trial, as a trial reports them."""
@@ -132,8 +151,13 @@ class Ledger:
         return out
 
 
-def reconcile(tracker: Any, parent_run_id: str) -> Ledger:
-    """Read a sweep's child runs; close the orphans (left RUNNING by a dead driver) as KILLED."""
+def reconcile(tracker: Any, parent_run_id: str,
+              has_checkpoint: Callable[[str], bool] | None = None) -> Ledger:
+    """Read a sweep's child runs; close the orphans (left RUNNING by a dead driver) as KILLED.
+
+    ``has_checkpoint(trial_dir)`` says whether a trial folder holds a complete checkpoint: an
+    orphan (or a preempted trial's run) whose folder does is kept open for its trial to continue.
+    """
     ledger = Ledger()
     for run in sorted(tracker.child_runs(parent_run_id), key=lambda r: r.info.start_time or 0):
         tags = run.data.tags
@@ -147,8 +171,17 @@ def reconcile(tracker: Any, parent_run_id: str) -> Ledger:
                 **{k: _number(tags.get(f"sweeper.{k}")) for k in ("acquisition", "predicted_mean", "predicted_sd")},
             }
         ended = tags.get("sweeper.status") in ("FINISHED", "FAILED", "TIMEOUT")
+        stopped = run.info.status == "RUNNING" or tags.get("sweeper.status") == "PREEMPTED"
+        trial_dir = tags.get("sweeper.trial_dir")
         if run.info.status in ("FINISHED", "FAILED") and ended:
             ledger.ended[index] = run
+        elif stopped and trial_dir and has_checkpoint is not None and has_checkpoint(trial_dir):
+            from sweeper.record.tracking import last_metric_steps
+
+            steps = {k: v for k, v in last_metric_steps(run).items() if not k.startswith("sweeper.")}
+            history = tags.get("sweeper.resumed_from_steps", "")
+            ledger.in_flight[index] = InFlight(run.info.run_id, trial_dir, steps,
+                                               [int(s) for s in history.split(",") if s])
         elif run.info.status == "RUNNING":
             tracker.log(run.info.run_id, tags={
                 "status": "KILLED", "error": "the sweep's driver died while this trial ran; the trial runs again "

@@ -106,6 +106,7 @@ class MultiverseSearch(Searcher):
         self.policy = MultiversePolicy(space, PolicySettings(**settings))
         self._index_of: dict[str, int] = {}
         self._metric_suspect: str | None = None  # why the metric may never come: see _check_metric_returned
+        self.held = False  # True: no new trial (the sweep is being preempted; see sweeper.run.preemption)
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec: Any) -> bool:
         if config:
@@ -122,6 +123,8 @@ class MultiverseSearch(Searcher):
             return self.trial_config(self.policy.suggestions[self._index_of[trial_id]])
         if self._metric_suspect is not None:
             return None  # no new trial until the ones in flight tell whether the metric ever comes
+        if self.held:
+            return None
         suggestion = self.policy.ask()
         if suggestion is None:
             return Searcher.FINISHED if self.policy.is_finished else None

@@ -4,8 +4,9 @@ The driver ships a :class:`TrialContext` once (inside the trainable); each trial
 composes its Hydra config from the suggestion's overrides, puts the config's ``env`` block
 in force (:mod:`sweeper.environment`: seeds, threads, determinism, device), runs the task through Hydra's
 own ``run_job`` (so the task sees the usual job output directory, ``HydraConfig`` and
-logging), captures the conditions of measurement of *this* process, and returns one
-result dict. Exceptions and unusable metrics never escape: they become a FAILED result
+logging) with :func:`sweeper.log_metrics` and its checkpoints (:mod:`sweeper.checkpoint`)
+routed through Ray Tune (:mod:`sweeper.run.checkpoints`), captures the conditions of
+measurement of *this* process, and returns one result dict. Exceptions and unusable metrics never escape: they become a FAILED result
 with the reason (a ``MemoryError`` says "out of memory"), so the driver records them and the
 sweep goes on. With ``trial_timeout_s`` the task runs in a thread of its own and a trial over
 the limit ends TIMEOUT (:mod:`sweeper.run.faults`); one stuck in native code ends its worker
@@ -31,9 +32,11 @@ from hydra.core.utils import JobReturn, run_job, setup_globals
 from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from sweeper.checkpoint import storing_in
 from sweeper.environment import ENV_KEY, EnvironmentInForce, apply_environment
 from sweeper.record.conditions import capture_conditions, installed_packages
 from sweeper.record.metrics import reporting_to
+from sweeper.run.checkpoints import TuneCheckpoints
 from sweeper.run.cluster import node_placement
 from sweeper.run.compose import TrialComposer
 from sweeper.run.faults import TIMEOUT_STATUS, TimeLimitExceeded, call_with_time_limit, task_error_message
@@ -174,7 +177,7 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
     in_force: EnvironmentInForce | None = None
     try:
         def run() -> tuple[JobReturn, EnvironmentInForce | None]:
-            with reporting_to(_report_step):
+            with reporting_to(_report_step), storing_in(TuneCheckpoints()):
                 return _run_job(ctx, ctx.space.dim_overrides(params), index)
 
         limit = ctx.trial_timeout_s

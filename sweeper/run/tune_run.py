@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from sweeper.run.checkpoints import CheckpointSettings
 from sweeper.run.cluster import tune_experiment_path
 from sweeper.run.resume import Ledger
 from sweeper.run.trial import TrialContext
@@ -43,6 +44,7 @@ class TuneJob:
     #: MLflow writes from a child process (sweeper.record.writer_process), off the GIL of Tune's loop;
     #: False: a thread (inside a Ray task on the head node, which should not spawn processes).
     writer_process: bool = True
+    checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
 
 
 def run_tune(job: TuneJob) -> tuple[Any, Any]:
@@ -50,7 +52,9 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     from ray import tune
 
     from sweeper.record.writer_process import WriterProcess
+    from sweeper.run.checkpoint_keeper import CheckpointKeeper
     from sweeper.run.fault_guard import FaultGuard, tolerate_oom_kills
+    from sweeper.run.preemption import Preemption
     from sweeper.run.recorder import TrialRecorder
     from sweeper.run.searcher import MultiverseSearch
     from sweeper.run.trial import make_trainable
@@ -59,8 +63,13 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     searcher = MultiverseSearch(job.space, metric=job.metric, **asdict(settings))
     spool = Path(job.spool_path) if job.spool_path else None
     writer = WriterProcess(job.tracker, spool) if job.writer_process else None
+    in_flight = job.ledger.in_flight if job.ledger is not None else {}
+    keeper = CheckpointKeeper(job.checkpoints.keep_finished_checkpoints,
+                              {i: run.trial_dir for i, run in in_flight.items()})
     recorder = TrialRecorder(job.tracker, job.parent_run_id, job.metric, settings.num_trials, settings.strategy,
-                             spool, writer)
+                             spool, writer, keeper)
+    recorder.adopt_in_flight(in_flight)
+    preemption = Preemption(job.checkpoints.preempt_grace_s, searcher)
     searcher.policy.on_bayes_factor = recorder.log_bayes_factor
     resources = job.ray_cfg["resources_per_trial"]
     bundle = {"CPU": float(resources["cpu"]), "GPU": float(resources["gpu"]), **(resources.get("custom") or {})}
@@ -72,14 +81,19 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     trainable = tune.with_resources(make_trainable(ctx), tune.PlacementGroupFactory([bundle]))
     # No Tune logger callbacks: MLflow is the record. Tune's per-trial JSON log duplicated it
     # (unredacted) and cost about a tenth of the driver's time per trial.
-    callbacks = [recorder, FaultGuard(job.metric, settings.trial_timeout_s)]
+    # The keeper first: the recorder reads which checkpoint a starting trial continues from.
+    callbacks = [keeper, recorder, FaultGuard(job.metric, settings.trial_timeout_s), preemption]
     _quiet_missing_result_logs()
     if job.ledger is not None:
         tuner = _restored_tuner(job, trainable, searcher, recorder, callbacks)
     else:
         tuner = _new_tuner(job, trainable, searcher, callbacks, bundle)
     try:
-        tuner.fit()
+        with preemption.catching():
+            tuner.fit()
+        if preemption.requested:
+            recorder.suspended = recorder.suspend_in_flight(
+                "the sweep was preempted (SIGTERM); its trial continues from its checkpoint when the sweep resumes")
     finally:
         recorder.close()  # every queued MLflow write lands (or waits in the spool) before the summary
     return recorder, searcher
@@ -123,6 +137,7 @@ def _new_tuner(job: TuneJob, trainable: Any, searcher: Any, callbacks: list[Any]
             verbose=0,
             log_to_file=False,
             failure_config=tune.FailureConfig(max_failures=int(job.ray_cfg.get("max_failures", 0))),
+            checkpoint_config=tune.CheckpointConfig(num_to_keep=job.checkpoints.keep_checkpoints),
         ),
     )
 

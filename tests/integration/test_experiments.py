@@ -23,7 +23,7 @@ PER_EPOCH = ("train_acc", "train_loss", "test_acc", "test_loss")
 
 
 def _history(sweep: Sweep, run: Any, key: str) -> list[int]:
-    """The steps (epochs) at which ``key`` was logged; the final value is logged once more, at the last step."""
+    """The steps (epochs) at which ``key`` was logged; the final value is the last epoch's, at the last step."""
     from mlflow.tracking import MlflowClient
 
     history = MlflowClient(sweep.tracking_uri).get_metric_history(run.info.run_id, key)

@@ -279,6 +279,7 @@ def slurm(tmp_path: Path):
         #!/usr/bin/env bash
         {logline}
         log scontrol "${{FAKE_NODE:-}}" "$@"
+        [[ "$1" == requeue ]] && exit 0
         [[ "$1 $2" == "show hostnames" ]] || exit 1
         printf '%s\\n' $FAKE_HOSTNAMES
     """)
@@ -348,15 +349,20 @@ def slurm(tmp_path: Path):
             names = open(_JOINED).read().split() if os.path.exists(_JOINED) else []
             return [{{"Alive": True, "NodeManagerHostname": n}} for n in names]
     """))
-    # The sweep: logs its argv; FAKE_SWEEP_SLEEP keeps it running (SIGUSR1 ends it, logged).
+    # The sweep: logs its argv; FAKE_SWEEP_SLEEP keeps it running (SIGTERM ends it with 75, preempted, logged).
     sweep = write(bin_dir / "fake-sweep", f"""
         #!/usr/bin/env bash
         {logline}
         log sweep "" "$@"
         log env sweep "${{RAY_AUTH_MODE-unset}}" "${{RAY_AUTH_TOKEN-unset}}"
-        trap 'kill $nap 2>/dev/null; log usr1 ""; exit 0' USR1
+        trap 'kill $nap 2>/dev/null; log term ""; exit 75' TERM
         if [[ -n "${{FAKE_SWEEP_SLEEP:-}}" ]]; then sleep "$FAKE_SWEEP_SLEEP" & nap=$!; wait $nap; fi
         exit "${{FAKE_SWEEP_RC:-0}}"
+    """)
+    write(bin_dir / "sweeper", f"""
+        #!/usr/bin/env bash
+        {logline}
+        log sweeper "" "$@"
     """)
 
     base_env = {
@@ -364,6 +370,7 @@ def slurm(tmp_path: Path):
         "HOME": str(tmp_path),
         "PYTHONPATH": str(pylib.parent),
         "SLURM_JOB_NODELIST": "n[1-3]",
+        "SLURM_JOB_ID": "4242",
         "SLURMD_NODENAME": "n1",  # the node running the batch script
         "SLURM_CPUS_PER_TASK": "4",
         "FAKE_HOSTNAMES": "n1 n2 n3",
@@ -462,7 +469,7 @@ def test_sbatch_starts_head_then_workers_then_runs_the_sweep(slurm) -> None:
     assert progs.index("joined") < min(worker_starts)
 
     (sweep,) = [args for prog, _, args in entries if prog == "sweep"]
-    assert sweep == [*slurm.sweep_cmd[1:], "ray.address=10.1.0.1:6379",
+    assert sweep == [*slurm.sweep_cmd[1:], "hydra.sweep.dir=multirun/slurm-4242", "ray.address=10.1.0.1:6379",
                      "mlflow.tracking_uri='http://mlflow.lab.example:5000'"]
     i_sweep = progs.index("sweep")
     assert max(i for i, p in enumerate(progs) if p == "joined") < i_sweep, "the sweep started before all nodes joined"
@@ -506,7 +513,7 @@ def test_sbatch_leaves_token_auth_off_on_request(slurm) -> None:
 
 
 def test_sbatch_passes_the_sweeps_exit_status_and_keeps_given_overrides(slurm) -> None:
-    cmd = [*slurm.sweep_cmd, "ray.address=10.9.9.9:7000", "mlflow.tracking_uri=http://x:5000"]
+    cmd = [*slurm.sweep_cmd, "ray.address=10.9.9.9:7000", "mlflow.tracking_uri=http://x:5000", "hydra.sweep.dir=/s"]
     result = slurm(cmd, FAKE_SWEEP_RC="3", MLFLOW_TRACKING_URI="http://other:5000")
     assert result.returncode == 3
     entries = slurm.log()
@@ -521,7 +528,7 @@ def test_sbatch_appends_no_tracking_uri_without_the_variable(slurm) -> None:
     assert result.returncode == 0, result.stderr
     entries = slurm.log()
     (sweep,) = [args for prog, _, args in entries if prog == "sweep"]
-    assert sweep == [*slurm.sweep_cmd[1:], "ray.address=10.1.0.1:6380"]
+    assert sweep == [*slurm.sweep_cmd[1:], "hydra.sweep.dir=multirun/slurm-4242", "ray.address=10.1.0.1:6380"]
     head = starts(entries)["n1"]  # a one-node allocation: the head alone
     assert "--port=6380" in head and '--resources={"large_gpu":1}' in head and "--temp-dir=/x" in head
 
@@ -559,7 +566,7 @@ def test_sbatch_fails_fast_when_a_ray_start_step_ends(slurm) -> None:
     slurm.assert_no_ray_left()
 
 
-def test_sbatch_stops_the_sweep_gracefully_on_sigterm(slurm) -> None:
+def test_sbatch_stops_the_sweep_at_its_checkpoints_on_sigterm_and_requeues_the_job(slurm) -> None:
     proc = slurm.popen(slurm.sweep_cmd, FAKE_SWEEP_SLEEP="30")
     try:
         deadline = time.monotonic() + 20
@@ -572,12 +579,32 @@ def test_sbatch_stops_the_sweep_gracefully_on_sigterm(slurm) -> None:
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert proc.returncode == 143, err
-    progs = [e[0] for e in slurm.log()]
-    assert "usr1" in progs, "the sweep was not asked to stop (SIGUSR1: Ray Tune saves its state)"
-    stops = [i for i, e in enumerate(slurm.log()) if e[0] == "ray" and e[2][:1] == ["stop"]]
-    assert stops and stops[0] > progs.index("usr1")
+    assert proc.returncode == 75, err  # the sweep's: preempted at its checkpoints
+    entries = slurm.log()
+    progs = [e[0] for e in entries]
+    assert "term" in progs, "the sweep was not asked to stop (SIGTERM: it waits for its trials' checkpoints)"
+    requeue = entries.index(("scontrol", "", ["requeue", "4242"]))
+    stops = [i for i, e in enumerate(entries) if e[0] == "ray" and e[2][:1] == ["stop"]]
+    assert stops and stops[0] > requeue > progs.index("term")
+    assert "requeueing job 4242" in err
     slurm.assert_no_ray_left()
+
+
+def test_sbatch_requeues_a_sweep_that_exits_preempted_and_resumes_it_when_the_job_runs_again(
+        slurm, tmp_path: Path) -> None:
+    result = slurm(FAKE_SWEEP_RC="75")  # e.g. SIGTERM reached the driver from elsewhere
+    assert result.returncode == 75
+    assert ("scontrol", "", ["requeue", "4242"]) in slurm.log()
+
+    (tmp_path / "multirun" / "slurm-4242").mkdir(parents=True)
+    (tmp_path / "multirun" / "slurm-4242" / "sweep.json").write_text("{}")  # what the first run left
+    before = len(slurm.log())
+    result = slurm(FAKE_HOSTNAMES="n1", SLURM_RESTART_COUNT="1")
+    assert result.returncode == 0, result.stderr
+    entries = slurm.log()[before:]
+    resumed = [args for prog, _, args in entries if prog == "sweeper"]
+    assert resumed == [["resume", "multirun/slurm-4242", "ray.address=10.1.0.1:6379"]]  # the new head
+    assert not [e for e in entries if e[0] == "sweep"]
 
 
 def test_sbatch_needs_a_command_and_an_allocation(slurm) -> None:
