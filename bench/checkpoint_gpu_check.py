@@ -139,9 +139,16 @@ def utilisation(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         row["trials_finished"] = sum(r.info.status == "FINISHED" for r in runs)
         row["epoch_s"] = [round(r.data.metrics.get("epoch_s", float("nan")), 3) for r in runs]
         samples = getattr(sampler, "samples", [])
-        busy = [u for _, u, _ in samples]
-        if busy:
-            row.update(util_mean=round(statistics.fmean(busy), 1), util_median=statistics.median(busy),
+        util = [u for _, u, _ in samples]
+        if util:
+            # While trials ran: from the first sample with the GPU in use to the last (Ray's start,
+            # the imports and the MLflow records before and after are not the trials' share).
+            used = [i for i, u in enumerate(util) if u > 0]
+            running = util[used[0]:used[-1] + 1] if used else []
+            row.update(util_mean=round(statistics.fmean(util), 1), util_median=statistics.median(util),
+                       util_mean_while_running=round(statistics.fmean(running), 1) if running else 0.0,
+                       util_median_while_running=statistics.median(running) if running else 0.0,
+                       running_s=round(samples[used[-1]][0] - samples[used[0]][0], 1) if used else 0.0,
                        mem_peak_mib=max(m for _, _, m in samples), samples=len(samples))
         out[label] = row
     return out

@@ -109,6 +109,11 @@ NOT_RUN_HERE: dict[str, str] = {
     ], "needs an NVIDIA GPU (and 11 minutes of one): the test runs the same script with --device cpu"),
     "python bench/checkpoint_gpu_check.py --out ckpt.json":
         "needs an NVIDIA GPU: tests/integration/test_checkpoints.py runs the same script with --device cpu --quick",
+    "bash scripts/device_wheelhouse.sh": "downloads about 140 MB of Python 3.12 wheels for the lent GPU machine, "
+                                         "whose image it fits; nothing here uses them",
+    "bash scripts/device_checkpoint_check.sh --epochs 3 --kill-epochs 5 --train-images 10000":
+        "runs on the lent GPU machine (its Python 3.12 image and the carried wheels): the check it runs is tested "
+        "with --device cpu --quick in tests/integration/test_checkpoints.py",
 }
 
 

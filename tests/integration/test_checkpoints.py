@@ -36,7 +36,7 @@ class Running:
 
     def __init__(self, tmp_path: Path, *overrides: str, local_ray: bool = True) -> None:
         self.tmp_path, self.executions = tmp_path, tmp_path / "executions.log"
-        self.sweep_dir, self.tracking_uri, kept, ray_env = _kept_in(tmp_path, local_ray, overrides)
+        self.sweep_dir, self.tracking_uri, kept, ray_env = _kept_in(tmp_path, local_ray, False, overrides)
         self.log = tmp_path / "sweep.log"
         cmd = [sys.executable, str(EPOCHS_APP), "--multirun", "hydra/sweeper=multiverse", *kept,
                f"executions_log={self.executions}", f"epochs={EPOCHS}", *overrides]
@@ -218,7 +218,7 @@ def _checkpoint_steps(sweep_dir: Path) -> dict[str, int]:
 def test_train_py_killed_and_retried_ends_bit_identical_to_an_uninterrupted_trial(tmp_path: Path) -> None:
     """env=reproducible on the CPU: two trials of one configuration (data.num_workers does not touch the
     in-memory digits), one worker SIGKILLed after a checkpoint: both end with the same metrics, bit for bit."""
-    sweep_dir, tracking_uri, kept, _ = _kept_in(tmp_path, True, ())
+    sweep_dir, tracking_uri, kept, _ = _kept_in(tmp_path, True, False, ())
     cmd = [sys.executable, str(TRAIN_APP), "--multirun", *kept, "env=reproducible", "model=cnn", "epochs=8",
            "batch_size=16", "hydra.sweeper.strategy=grid", "hydra.sweeper.num_trials=2",
            "data.num_workers=choice(0,1)", "ray.max_failures=1"]
