@@ -195,7 +195,8 @@ def kill_and_resume(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     started = time.monotonic()
     resumed = subprocess.run([str(BIN / "sweeper"), "resume", str(tmp / name)], cwd=tmp, capture_output=True,
                              text=True, timeout=args.timeout)
-    result: dict[str, Any] = {"resume_returncode": resumed.returncode, "resume_wall_s": round(time.monotonic() - started, 1)}
+    result: dict[str, Any] = {"resume_returncode": resumed.returncode,
+                              "resume_wall_s": round(time.monotonic() - started, 1)}
     if resumed.returncode != 0:
         result["error"] = (resumed.stdout + resumed.stderr)[-3000:]
     trials = {}
@@ -206,7 +207,8 @@ def kill_and_resume(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
         from_step = int(r.data.tags.get("sweeper.resumed_from_step", -1))
         trials[index] = {"status": r.info.status, "same_run": r.info.run_id == run_id,
                          "epochs_done_at_kill": done_at_kill + 1, "resumed_from_step": from_step,
-                         "epochs_lost": max(0, done_at_kill - from_step), "duplicate_steps": len(history) - len(set(history)),
+                         "epochs_lost": max(0, done_at_kill - from_step),
+                         "duplicate_steps": len(history) - len(set(history)),
                          "test_acc": r.data.metrics.get("test_acc")}
     result["trials"] = dict(sorted(trials.items()))
     lost = [t["epochs_lost"] for t in trials.values()]

@@ -43,6 +43,7 @@ SEED_KEYS = ("seed", "env.seed")
 BOOKKEEPING_TAGS = frozenset({
     "trial_index", "phase", "batch", "strategy", "acquisition", "predicted_mean", "predicted_sd",
     "tune_trial_id", "status", "duration_s", "error", "pid", "role", "unit_point", "writer_handle",
+    "trial_dir", "checkpoint_step", "restart_error",  # where a trial's checkpoints live, the newest's step
 })
 MISSING = "—"
 

@@ -6,8 +6,7 @@ returned) and with ``hydra/sweeper=multiverse`` (the grid strategy, two trials: 
 what each returned). The suite asserts the same returned values per ``x`` (``None`` is a
 failed trial under the sweeper) and the same files in each job's folder. None of the apps
 has an ``mlflow`` or ``ray`` block: the sweeper's defaults apply (experiment = the app's name,
-MLflow in ``./mlruns.db``, a local Ray), but where the app does not depend on it the sweep joins
-the session's Ray head instead of starting one (``APPS``).
+MLflow in ``./mlruns.db``).
 """
 
 from __future__ import annotations
@@ -25,36 +24,29 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.integration.conftest import SHARED_RAY
 
 pytestmark = pytest.mark.integration
 
 APPS_DIR = Path(__file__).parent / "user_apps"
 RETURNED = "returned.json"
-#: What each app covers, and the sweeper settings it needs beyond the grid (its metric). The apps
-#: whose code is found, or whose files are written, relative to where the sweep was launched run
-#: as a first sweep does, on a local Ray it starts (``local_ray``); the others join the test
-#: session's shared Ray head (conftest.SHARED_RAY: same machine, same PYTHONPATH for the
-#: workers), which spares each a Ray start.
+#: What each app covers, and the sweeper settings it needs beyond the grid (its metric).
 APPS: dict[str, dict[str, Any]] = {
     "module_state": {},  # lru_cache'd helper and module-level state; no mlflow block
     "structured": {"metric": "score"},  # dataclass config in the ConfigStore, an Enum field, a dict returned
     "groups": {},  # config groups, a defaults list, ${model.width}, ${oc.env:...}, ${hydra:job.name}
     "runtime": {},  # HydraConfig.get(), a file in hydra.runtime.output_dir, Python logging
-    "data_file": {"local_ray": True},  # hydra.utils.to_absolute_path / get_original_cwd for a data file
-    "sibling": {"local_ray": True},  # a module next to the script, imported by it
+    "data_file": {},  # hydra.utils.to_absolute_path / get_original_cwd for a data file
+    "sibling": {},  # a module next to the script, imported by it
     "failures": {},  # None for failure, a float otherwise
-    "chdir": {"local_ray": True},  # hydra.job.chdir=true, relative writes
+    "chdir": {},  # hydra.job.chdir=true, relative writes
     "instantiate": {},  # hydra.utils.instantiate of a class of the script (_target_: __main__.Model)
     "env_set": {},  # hydra.job.env_set read by the task
-    "package": {"run": ["-m", "pkg.app"], "local_ray": True},  # run as a module of a package, a relative import
+    "package": {"run": ["-m", "pkg.app"]},  # run as a module of a package, with a relative import
 }
 
 
-def _run(folder: Path, *args: str, run: tuple[str, ...] = ("app.py",),
-         env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
-           **(env_extra or {})}
+def _run(folder: Path, *args: str, run: tuple[str, ...] = ("app.py",)) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
     env.pop("HYDRA_FULL_ERROR", None)
     return subprocess.run([sys.executable, *run, "--multirun", "x=1,2", *args], cwd=folder, env=env,
                           capture_output=True, text=True, timeout=300)
@@ -95,10 +87,9 @@ def test_a_plain_hydra_app_runs_under_the_sweeper_as_under_the_basic_launcher(na
     expected = {x: json.loads((job / RETURNED).read_text()) for x, job in basic_jobs.items()}
     assert set(expected) == {1, 2}
 
-    ray, ray_env = ([], {}) if settings.get("local_ray") else SHARED_RAY.join()
     swept = _run(sweep_dir, "hydra/sweeper=multiverse", "hydra.sweep.dir=multirun", "hydra.sweeper.strategy=grid",
                  "hydra.sweeper.num_trials=2", "hydra.sweeper.max_failure_rate=1",
-                 f"hydra.sweeper.metric={settings.get('metric', 'objective')}", *ray, run=run, env_extra=ray_env)
+                 f"hydra.sweeper.metric={settings.get('metric', 'objective')}", run=run)
     output = swept.stdout + swept.stderr
     assert swept.returncode == 0, output
     sweeper_jobs = _jobs(sweep_dir / "multirun")
