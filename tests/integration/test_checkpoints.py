@@ -264,9 +264,12 @@ def test_the_documented_run_without_the_sweeper_continues_after_ctrl_c(tmp_path:
     command = documented("python experiments/train.py model=cnn epochs=30 hydra.run.dir=outputs/cnn-digits").replace(
         "experiments/train.py", str(REPO / "experiments" / "train.py"))
     folder = tmp_path / "outputs" / "cnn-digits" / "checkpoints"
+    # Ctrl-C's SIGINT as a terminal delivers it: a test run in the background by a non-interactive
+    # shell (`make test &`) inherits SIGINT ignored, and so would the command.
     first = subprocess.Popen(["bash", "-c", f"exec {command}"], cwd=tmp_path, stdout=subprocess.PIPE,
                              stderr=subprocess.STDOUT, text=True,
-                             env={**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}"})
+                             env={**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}"},
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.monotonic() + 120
     while not [m for m in folder.glob("checkpoint_*/checkpoint.json") if json.loads(m.read_text())["step"] >= 1]:
         assert first.poll() is None and time.monotonic() < deadline, first.stdout.read() if first.stdout else ""
