@@ -71,6 +71,9 @@ def test_every_trial_fault_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> 
         "hydra.sweeper.strategy=sobol", "hydra.sweeper.seed=0", "hydra.sweeper.num_trials=16",
         "hydra.sweeper.max_failure_rate=1.0", f"hydra.sweeper.trial_timeout_s={TIMEOUT_S}",
         "ray.max_failures=1",  # a timed-out trial is not retried like a dead node's
+        # Two 64 MiB blocks to its MemoryError, not four: well inside the 2 s limit on a loaded machine
+        # (with 256 MiB the trial once ran past it in the full suite, and was recorded TIMEOUT).
+        "oom_limit_mb=128",
     )
     assert sweep.proc.returncode == 0, sweep.output
     parent, children = sweep.runs("toy")
