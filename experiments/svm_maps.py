@@ -52,7 +52,7 @@ from svm import svc_scores  # noqa: E402
 from sweeper.analysis.multiverse import axis_values, contour_map, fit_multiverse  # noqa: E402
 from sweeper.analysis.plotting import _new_figure  # noqa: E402
 from sweeper.analysis.runs import load_sweep  # noqa: E402
-from sweeper.record.tracking import absolute_tracking_uri  # noqa: E402
+from sweeper.record.tracking_uri import absolute_tracking_uri  # noqa: E402
 from sweeper.report.build import trial_points  # noqa: E402
 
 STRATEGIES = ("ivr", "ucb")

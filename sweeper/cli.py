@@ -268,7 +268,8 @@ def _multiverse(args: argparse.Namespace) -> int:
 
 
 def _trials(experiment: str, tracking_uri: str, run_id: str | None) -> int:
-    from sweeper.record.tracking import MLflowTracker, absolute_tracking_uri, read_client
+    from sweeper.record.tracking import MLflowTracker, read_client
+    from sweeper.record.tracking_uri import absolute_tracking_uri
 
     uri = absolute_tracking_uri(tracking_uri)
     exp = read_client(uri).get_experiment_by_name(experiment)

@@ -161,7 +161,8 @@ def load_sweep(experiment: str, tracking_uri: str = "sqlite:///mlruns.db", run_i
         SweepNotFoundError: No store at a SQLite path, no such experiment, no sweep in it,
             or ``run_id`` is not a sweep of this experiment.
     """
-    from sweeper.record.tracking import absolute_tracking_uri, get_run, read_client
+    from sweeper.record.tracking import get_run, read_client
+    from sweeper.record.tracking_uri import absolute_tracking_uri
 
     uri = absolute_tracking_uri(tracking_uri)
     if uri.startswith("sqlite:///") and not Path(uri[len("sqlite:///"):]).exists():

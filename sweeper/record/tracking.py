@@ -29,7 +29,7 @@ from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
 from sweeper.record.redaction import redact_mapping, redact_text
-from sweeper.record.tracking_uri import absolute_tracking_uri, tracking_uri_problem  # noqa: F401 (re-exported)
+from sweeper.record.tracking_uri import absolute_tracking_uri
 
 log = logging.getLogger(__name__)
 

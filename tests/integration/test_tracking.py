@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from sweeper.record.spool import DurableWriter
-from sweeper.record.tracking import MLflowTracker, absolute_tracking_uri, clean_key, tracking_uri_problem
+from sweeper.record.tracking import MLflowTracker, clean_key
+from sweeper.record.tracking_uri import absolute_tracking_uri, tracking_uri_problem
 
 pytestmark = pytest.mark.integration
 
