@@ -70,6 +70,7 @@ class SweeperImpl:
         self.metric: str = settings.pop("metric")
         self.max_failure_rate: float = settings.pop("max_failure_rate")
         self.resume: bool = bool(settings.pop("resume", False))
+        self.live_maps: bool = bool(settings.pop("live_maps", True))
         self.checkpoints = CheckpointSettings(**{k: settings.pop(k) for k in CheckpointSettings.__dataclass_fields__
                                                  if k in settings})
         bounds = settings.get("metric_bounds")
@@ -337,7 +338,7 @@ class SweeperImpl:
                               space.to_dict(), settings.strategy, settings.seed, settings.num_trials,
                               current_command(), os.getcwd()).save(sweep_dir)
             job = TuneJob(space, settings, self.metric, ray_cfg, tracker, parent_run_id, ctx, tune_storage, tune_name,
-                          ledger, str(sweep_dir / SPOOL_FILE), checkpoints=self.checkpoints)
+                          ledger, str(sweep_dir / SPOOL_FILE), checkpoints=self.checkpoints, live_maps=self.live_maps)
             recorder, searcher = run_on_head(job) if client else run_tune(job)
             (sweep_dir / SEARCHER_STATE_FILE).write_text(json.dumps(searcher.get_state()), encoding="utf-8")
             return recorder, searcher
