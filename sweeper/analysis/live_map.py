@@ -14,7 +14,7 @@ on the sweep's run.
 What differs from ``sweeper multiverse``'s map, on purpose: it is the searcher's own fit
 (maximum likelihood; for a bounded metric the warped fit that tags the searcher's points)
 rather than the analysis model averaged over the hyperparameters' posterior, one pair of
-dims rather than all, on a coarser grid (:data:`LIVE_RESOLUTION`), drawn small (:data:`LIVE_DPI`).
+dims rather than all, on a coarser grid (:data:`LIVE_RESOLUTION`).
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from sweeper.search.space import SearchSpace
 
 #: Grid points per axis of a live map (``sweeper multiverse`` draws 40 by default).
 LIVE_RESOLUTION = 30
-#: Resolution of a live map's PNG: about 40-80 KB for a figure of one to four facets.
-LIVE_DPI = 80
+#: Resolution of a live map's PNG (matplotlib's default): 40-100 KB for a figure of one to four facets.
+LIVE_DPI = 100
 
 
 @dataclass(frozen=True)

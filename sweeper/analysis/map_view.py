@@ -120,9 +120,10 @@ def facet_points(space: SearchSpace, trials: MapTrials, columns: Sequence[int]) 
 def draw_map(view: MapView, space: SearchSpace, trials: MapTrials, metric: str, *, note: str = "") -> dict[str, Figure]:
     """The map's figures by kind: ``mean`` and ``sd`` over two dims, else one ``map``.
 
-    ``note``: said after the title, in parentheses (e.g. how the dims left out were set).
+    ``note``: said under the title, in parentheses (e.g. how the dims left out were set): on its own
+    line, so a one-facet figure, a narrow one, does not cut it off.
     """
-    after = f" ({note})" if note else ""
+    after = f"\n({note})" if note else ""
     if view.contour is not None:
         cm, points = view.contour, facet_points(space, trials, view.columns)
         return {what: plot_contour_facets(

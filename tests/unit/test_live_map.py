@@ -108,7 +108,7 @@ def test_the_figures_say_which_batch_and_how_many_trials(swept) -> None:
     live = live_map(SPACE, fits[1], resolution=5)
     figures = draw_map(live.view, SPACE, live.trials, "score", note=live.note())
     assert [f._suptitle.get_text() for f in figures.values()] == [
-        f"score: posterior {what} over x x y (after batch 2: 11 trials; others at their centre)"
+        f"score: posterior {what} over x x y\n(after batch 2: 11 trials; others at their centre)"
         for what in ("mean", "sd")]
     facets = [ax for ax in figures["mean"].axes if ax.get_title()]
     assert [ax.get_title() for ax in facets] == ["m=a", "m=b"]
