@@ -49,6 +49,8 @@ CLOSE_TIMEOUT_S = 60.0
 PAINTER_NICENESS = 10
 #: How often the painter checks that the driver is alive, and the forwarder that the painter is.
 _CHECK_S = 1.0
+#: What the forwarder gets from a painter that ended without its last word (None).
+_ENDED = object()
 
 
 class LiveMaps:
@@ -116,16 +118,14 @@ class LiveMaps:
     def _forward(self) -> None:
         """Hand each drawn map to the writer, in the order drawn, until the painter is done."""
         while not self._stopped:
-            try:
-                item = self._results.get(timeout=_CHECK_S)
-            except queue.Empty:
-                if not self._painter.is_alive():
-                    code = getattr(self._painter, "exitcode", None)
-                    self._stopped = True
-                    self._warn("the painter ended unexpectedly" + (f" (exit code {code})" if code else "")
-                               + ": no further live maps")
-                continue
+            item = self._next_result()
             if item is None:
+                return
+            if item is _ENDED:
+                code = getattr(self._painter, "exitcode", None)
+                self._stopped = True
+                self._warn("the painter ended unexpectedly" + (f" (exit code {code})" if code else "")
+                           + ": no further live maps")
                 return
             batch, outcome = item
             if isinstance(outcome, str):
@@ -142,6 +142,19 @@ class LiveMaps:
                 self._warn(f"the map of batch {batch} could not be handed to the MLflow writer ({exc})")
                 return
             self.logged.append(batch)
+
+    def _next_result(self) -> Any:
+        """The painter's next result, None once it is done, or ``_ENDED`` if it ended without saying so."""
+        while True:
+            try:
+                return self._results.get(timeout=_CHECK_S)
+            except queue.Empty:
+                if self._painter.is_alive():
+                    continue
+            try:  # it has ended: what it sent before that may still be on its way
+                return self._results.get(timeout=_CHECK_S)
+            except queue.Empty:
+                return _ENDED
 
     def _warn(self, problem: str) -> None:
         if self._warned:

@@ -200,7 +200,7 @@ class MultiversePolicy:
         #: Called with the :class:`BatchFit` of each GP batch as it is planned (not its re-plans): it
         #: runs inside :meth:`ask`, so it must return at once (a live map hands the fit off to draw it).
         self.on_gp_fit: Callable[[BatchFit], None] | None = None
-        self._tagger: GPFit | None = None  # the fit behind the last plan (see _choose_batch)
+        self._tagger: GPFit | None = None  # the fit behind the plan just made, for on_gp_fit (see _choose_batch)
 
     # ------------------------------------------------------------------ public API
     @property
@@ -492,10 +492,11 @@ class MultiversePolicy:
         if not points:
             return self._design_point(index, "sobol")  # no usable GP: keep filling the space
         self._plan = points[1:]
-        if self.on_gp_fit is not None and self._tagger is not None:
+        tagger, self._tagger = self._tagger, None
+        if self.on_gp_fit is not None and tagger is not None:
             failed = [i for i, v in sorted(self._results.items()) if math.isnan(v)]
             X_failed = np.array([self._suggestions[i].x for i in failed], dtype=np.float64).reshape(-1, self.space.d)
-            self.on_gp_fit(BatchFit(batch, self._tagger, X_failed))
+            self.on_gp_fit(BatchFit(batch, tagger, X_failed))
         return points[0]
 
     def _plan_batch(self, first: int, size: int, batch: int, stream: list[int]) -> list[Suggestion]:

@@ -123,3 +123,19 @@ def test_one_continuous_dim_gives_one_map_figure() -> None:
     live = live_map(space, fits[0])
     assert live.view.columns == (0,) and live.view.line is not None
     assert list(live_map_pngs(live, "score")) == ["batch_001_map.png"]
+
+
+def test_a_pickled_policy_keeps_its_state_but_not_its_hooks(swept) -> None:
+    """Tune pickles the searcher into its experiment state: a live map's queues must not go with it."""
+    import json
+    import pickle
+
+    policy, _ = swept
+    hooks = policy.on_gp_fit, policy.on_bayes_factor
+    policy.on_gp_fit = policy.on_bayes_factor = lambda event: None  # a lambda does not pickle
+    try:
+        copy = pickle.loads(pickle.dumps(policy))
+    finally:
+        policy.on_gp_fit, policy.on_bayes_factor = hooks
+    assert copy.on_gp_fit is None and copy.on_bayes_factor is None
+    assert json.dumps(copy.state_dict()) == json.dumps(policy.state_dict())  # (a failed trial's NaN included)
