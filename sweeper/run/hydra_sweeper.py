@@ -253,8 +253,9 @@ class SweeperImpl:
             mlflow_cfg = self._block("mlflow")
             tracker = MLflowTracker(str(mlflow_cfg["tracking_uri"]), str(mlflow_cfg["experiment_name"]))
             parent_run_id = self._start_parent_run(tracker, space, settings, sweep_dir, arguments)
-        log.info("MLflow: experiment %r at %s, sweep run %s", tracker.experiment_name, tracker.tracking_uri,
-                 parent_run_id)
+        # Its link now, not only at the end: the run shows the trials and the live maps as they come.
+        log.info("MLflow: experiment %r at %s, sweep run %s (in the MLflow UI: %s)", tracker.experiment_name,
+                 tracker.tracking_uri, parent_run_id, tracker.run_url(parent_run_id))
         return tracker, parent_run_id
 
     def _start_parent_run(self, tracker: Any, space: SearchSpace, settings: PolicySettings, sweep_dir: Path,
