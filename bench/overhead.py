@@ -360,12 +360,14 @@ def live_maps_markdown(live: dict[str, Any], args: argparse.Namespace) -> str:
                          "—" if name == "off" else f"{fmt(median([r['live_maps'] for r in results]), 2)}",
                          fmt(median(cpu)) if cpu else "—"])
         on, off = variants["on"], variants["off"]
+        paired = ", ".join(fmt(a["span_s"] / b["span_s"], 3) for a, b in zip(on, off))
         ratios.append([f"{kind}: live maps on / off — target ≤ 1.05×",
                        fmt(_med(on, "span_s") / _med(off, "span_s"), 3) + "×",
-                       fmt(_med(on, "wall_s") / _med(off, "wall_s"), 3) + "×"])
+                       fmt(_med(on, "wall_s") / _med(off, "wall_s"), 3) + "×", paired])
     table = markdown_table(["variant", "N", "span s (first trial start → last trial end)", "wall s", "start-up s",
                             "live maps logged", "painter CPU per map s (median)"], rows)
-    ratio_table = markdown_table(["ratio (medians of this run)", "span", "wall"], ratios)
+    ratio_table = markdown_table(["ratio (medians of this run)", "span", "wall",
+                                  "span, each repeat's pair (run back to back)"], ratios)
     sub = live["submit"]
     note = (f"`ivr` sweeps of {live['trials']} trials lasting 1 s each (asleep, or busy for 1 s of CPU), n_initial 8, "
             f"batch_size 8, {args.num_cpus} CPUs for Ray, `hydra.sweeper.live_maps` on and off alternating; medians "
