@@ -170,7 +170,7 @@ def test_deterministic_sweeps_choose_the_same_points(tmp_path: Path) -> None:
     args = ("sleep_s=0.4", "hydra.sweeper.deterministic=true", "hydra.sweeper.seed=3", "hydra.sweeper.num_trials=16",
             "hydra.sweeper.n_initial=4", "hydra.sweeper.batch_size=4", "hydra.sweeper.strategy=ivr")
     points, live = [], []
-    for name, extra in (("a", ()), ("b", ("hydra.sweeper.live_maps=false",))):
+    for name, extra in (("a", ("hydra.sweeper.live_maps=true",)), ("b", ("hydra.sweeper.live_maps=false",))):
         (tmp_path / name).mkdir()
         sweep = run_cli(TOY_APP, tmp_path / name, *args, *extra)
         assert sweep.proc.returncode == 0, sweep.output

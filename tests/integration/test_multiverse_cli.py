@@ -37,7 +37,7 @@ def multiverse_cli(sweep: Sweep, out: Path, *args: str) -> subprocess.CompletedP
 @pytest.fixture(scope="module")
 def forks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Sweep, Path]:
     tmp = tmp_path_factory.mktemp("forks")
-    sweep = run_cli(FORKS_APP, tmp, "fail_above=0.9")
+    sweep = run_cli(FORKS_APP, tmp, "fail_above=0.9", "hydra.sweeper.live_maps=true")
     assert sweep.proc.returncode == 0, sweep.output
     return sweep, tmp
 
