@@ -33,9 +33,20 @@ the same settings and N, fed results as two concurrent workers would), and a cPr
 one trial run in this process the way a Ray worker runs it, without Tune (``--profile``
 runs only that).
 
-    python -m bench overhead                          # full: 200 trials, 3 repeats
+**Live maps** (issue 19: at most 5 % slower with 1-second trials and batches of 8): ``ivr``
+sweeps of ``--live-trials`` 1-second trials (n_initial 8, batch_size 8) through the same
+command line, ``hydra.sweeper.live_maps`` true and false alternating, ``--repeats`` each;
+the trials asleep (``hold_s=1``) and, as a harder case, busy for a second of CPU
+(``busy=true``), when they compete with the painter for the cores. Per variant the driver
+span and the wall time as above; for live maps on, the painter's CPU per map (its
+``live_draw_cpu_s`` metrics) and the maps logged; and the driver's own cost per batch, the
+``submit`` that hands a fit to the painter, timed here on the policy's fits (``--live-maps``
+runs only this case).
+
+    python -m bench overhead                          # full: 200 trials, 3 repeats, then live maps
     python -m bench overhead --trials 20 --repeats 1  # smoke
     python -m bench overhead --profile                # only the per-trial profile
+    python -m bench overhead --live-maps              # only live maps on vs off
 """
 
 from __future__ import annotations
@@ -45,6 +56,7 @@ import cProfile
 import io
 import json
 import os
+import pickle
 import pstats
 import shutil
 import subprocess
@@ -75,15 +87,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--profile-trials", type=int, default=50, help="trials in the cProfile (default 50)")
     parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed per subprocess")
     parser.add_argument("--profile", action="store_true", help="only profile one trial's time, no sweeps")
-    parser.add_argument("--smoke", action="store_true", help="20 trials, 1 repeat, 20 MLflow runs, 20 profiled")
+    parser.add_argument("--live-maps", action="store_true", help="only the live maps' case, on vs off")
+    parser.add_argument("--live-trials", type=int, default=64,
+                        help="1-second trials per sweep of the live maps' case (default 64: 7 GP batches of 8)")
+    parser.add_argument("--live-kinds", default="sleep,busy",
+                        help="trials of the live maps' case: sleep (asleep for 1 s), busy (1 s of CPU); default both")
+    parser.add_argument("--smoke", action="store_true",
+                        help="20 trials, 1 repeat, 20 MLflow runs, 20 profiled, 16 live-map trials (asleep)")
 
 
 def run(args: argparse.Namespace) -> None:
     if args.smoke:
         args.trials, args.repeats, args.mlflow_runs, args.profile_trials, args.defaults_trials = 20, 1, 20, 20, 20
+        args.live_trials, args.live_kinds = 16, "sleep"
     if args.profile:
         prof = profile_trial(args.profile_trials)
         write_results("overhead-profile", profile_markdown(prof), {"profile": prof})
+        return
+    if args.live_maps:
+        live = live_maps_overhead(args)
+        write_results("overhead-live-maps", live_maps_markdown(live, args), {"live_maps": live})
         return
     variants = {
         "ours sobol": lambda tmp: run_ours("sobol", args.trials, args.num_cpus, tmp, args.timeout),
@@ -105,17 +128,21 @@ def run(args: argparse.Namespace) -> None:
         mlflow = mlflow_alone(args.mlflow_runs, Path(tmp), raw["ours sobol"][0]["trial_run_payload"])
     searcher = searcher_time(args.trials, args.num_cpus)
     prof = profile_trial(args.profile_trials)
-    md = overhead_markdown(raw, mlflow, searcher, args) + "\n\n" + profile_markdown(prof)
+    live = live_maps_overhead(args)
+    md = (overhead_markdown(raw, mlflow, searcher, args) + "\n\n" + profile_markdown(prof) + "\n\n"
+          + live_maps_markdown(live, args))
     write_results("overhead", md, {"trials": args.trials, "repeats": args.repeats, "variants": raw,
-                                   "mlflow_alone": mlflow, "searcher": searcher, "profile": prof})
+                                   "mlflow_alone": mlflow, "searcher": searcher, "profile": prof, "live_maps": live})
 
 
 # ---------------------------------------------------------------------- the variants
-def run_ours(strategy: str, n: int, num_cpus: int, tmp: Path, timeout: int, records: bool = True) -> dict[str, Any]:
+def run_ours(strategy: str, n: int, num_cpus: int, tmp: Path, timeout: int, records: bool = True,
+             overrides: tuple[str, ...] = ()) -> dict[str, Any]:
     """One sweep through the real Hydra command line; the span from its MLflow child runs.
 
     ``records=False`` runs ``bench/apps/trivial_no_records.py``: the same sweep with the
     trial runs' MLflow writes replaced by timestamps taken where MLflow would stamp them.
+    ``overrides``: more of the command line's (the live maps' case: the trials' hold, live maps).
     """
     uri = f"sqlite:///{tmp / 'mlruns.db'}"
     app = "trivial.py" if records else "trivial_no_records.py"
@@ -124,6 +151,7 @@ def run_ours(strategy: str, n: int, num_cpus: int, tmp: Path, timeout: int, reco
            f"hydra.sweep.dir={tmp / 'sweep'}", f"mlflow.tracking_uri={uri}"]
     if strategy == "ivr":
         cmd += ["hydra.sweeper.n_initial=8", "hydra.sweeper.batch_size=8"]
+    cmd += list(overrides)
     spans_file = tmp / "spans.json"
     launched, wall = _timed_subprocess(cmd, tmp, timeout, {"BENCH_SPANS_OUT": str(spans_file)})
     if records:
@@ -131,7 +159,7 @@ def run_ours(strategy: str, n: int, num_cpus: int, tmp: Path, timeout: int, reco
     else:
         spans, payload = [tuple(s) for s in json.loads(spans_file.read_text())], {}
     return {**_span_stats(spans, n), "wall_s": wall, "startup_s": min(s for s, _ in spans) - launched,
-            "trial_run_payload": payload, "command": " ".join(cmd)}
+            "trial_run_payload": payload, "command": " ".join(cmd), **(_live_maps_logged(uri) if records else {})}
 
 
 def run_tune(reuse_actors: bool, n: int, num_cpus: int, tmp: Path, timeout: int) -> dict[str, Any]:
@@ -156,8 +184,9 @@ def mlflow_alone(n_runs: int, tmp: Path, payload: dict[str, int]) -> dict[str, A
 
     The driver writes them one trial after another (in Tune's loop or in one writer
     thread), so this bounds how many trials per second the records keep up with,
-    whatever the number of workers. ``payload`` gives the numbers of params, tags and metrics of a real trial run: params
-    and ten tags go in with the run's creation, the metrics and the other tags at its end.
+    whatever the number of workers. ``payload`` gives the numbers of params, tags and metrics
+    of a real trial run: params and ten tags go in with the run's creation, the metrics and
+    the other tags at its end.
     """
     from sweeper.record.tracking import MLflowTracker
 
@@ -253,6 +282,101 @@ def searcher_time(n: int, concurrency: int) -> dict[str, Any]:
             "gp_fits": len(spent["fit_gp"]), "fit_s": sum(spent["fit_gp"]),
             "ivr_batches": len(spent["select_ivr_batch"]), "ivr_s": sum(spent["select_ivr_batch"]),
             "sobol_designs": len(spent["sobol_design"]), "sobol_s": sum(spent["sobol_design"])}
+
+
+# ---------------------------------------------------------------------- live maps (issue 19)
+def live_maps_overhead(args: argparse.Namespace) -> dict[str, Any]:
+    """``ivr`` sweeps of 1-second trials, batches of 8, live maps on and off alternating (see the module docstring)."""
+    raw: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for kind in [k.strip() for k in args.live_kinds.split(",") if k.strip()]:
+        trial = ("hold_s=1.0", f"busy={str(kind == 'busy').lower()}")
+        raw[kind] = {"on": [], "off": []}
+        for r in range(args.repeats):
+            for live in (("on", "off") if r % 2 == 0 else ("off", "on")):
+                with tempfile.TemporaryDirectory(prefix="bench-live-maps-") as tmp:
+                    print(f"[repeat {r + 1}/{args.repeats}] live maps {live}, {kind} trials ...", flush=True)
+                    result = run_ours("ivr", args.live_trials, args.num_cpus, Path(tmp), args.timeout, overrides=(
+                        *trial, f"hydra.sweeper.live_maps={str(live == 'on').lower()}"))
+                    raw[kind][live].append(result)
+                    print(f"    {_describe(result)}; {result['live_maps']} live maps", flush=True)
+    return {"trials": args.live_trials, "repeats": args.repeats, "variants": raw, "submit": live_maps_submit_cost()}
+
+
+def _live_maps_logged(uri: str) -> dict[str, Any]:
+    """How many live maps the sweep in ``uri`` logged, and the painter's CPU seconds for each."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(uri)
+    exp = client.get_experiment_by_name(EXPERIMENT)
+    parent = client.search_runs([exp.experiment_id], filter_string="tags.`sweeper.role` = 'sweep'")[0]
+    cpu = [m.value for m in client.get_metric_history(parent.info.run_id, "live_draw_cpu_s")]
+    return {"live_maps": len(cpu), "draw_cpu_s": cpu}
+
+
+def live_maps_submit_cost(n_trials: int = 64, repeats: int = 50) -> dict[str, Any]:
+    """The driver's cost per batch: ``LiveMaps.submit`` of the policy's own fits (``ivr``, batches of 8), timed.
+
+    The painter runs as in a sweep (a spawned process); its maps go to a writer that drops them.
+    """
+    from sweeper.run.live_maps import LiveMaps
+    from sweeper.search.grammar import parse_specs
+    from sweeper.search.policy import MultiversePolicy
+    from sweeper.search.settings import PolicySettings
+
+    space = parse_specs(SPACE)
+    policy = MultiversePolicy(space, PolicySettings(strategy="ivr", num_trials=n_trials, n_initial=8, batch_size=8))
+    fits: list[Any] = []
+    policy.on_gp_fit = fits.append
+    while (s := policy.ask()) is not None:
+        policy.tell(s.index, 0.5 * s.x[0] + 0.25 * s.x[1])
+    dropped = type("Dropped", (), {"log_bytes": lambda *a: None, "log": lambda *a, **k: None})()
+    live = LiveMaps(dropped, "run", space, "score")
+    times, pickled = [], []
+    try:
+        for k in range(repeats):
+            t = time.perf_counter()
+            live.submit(fits[k % len(fits)])
+            times.append(time.perf_counter() - t)
+    finally:
+        live.close()
+    for k in range(repeats):  # what the queue's feeder thread does with each, beside Tune's loop
+        t = time.perf_counter()
+        size = len(pickle.dumps(fits[k % len(fits)]))
+        pickled.append((time.perf_counter() - t, size))
+    return {"fits": len(fits), "largest_fit_points": max(f.gp.X.shape[0] for f in fits), "submits": repeats,
+            "median_ms": 1e3 * median(times), "max_ms": 1e3 * max(times), "maps_drawn": len(live.logged),
+            "pickle_median_ms": 1e3 * median([t for t, _ in pickled]),
+            "pickle_max_kb": max(n for _, n in pickled) / 1e3}
+
+
+def live_maps_markdown(live: dict[str, Any], args: argparse.Namespace) -> str:
+    rows, ratios = [], []
+    for kind, variants in live["variants"].items():
+        for name in ("off", "on"):
+            results = variants[name]
+            cpu = [c for r in results for c in r.get("draw_cpu_s", [])]
+            rows.append([f"{kind}, live maps {name}", str(results[0]["trials"]), fmt(_med(results, "span_s")),
+                         fmt(_med(results, "wall_s")), fmt(_med(results, "startup_s")),
+                         "—" if name == "off" else f"{fmt(median([r['live_maps'] for r in results]), 2)}",
+                         fmt(median(cpu)) if cpu else "—"])
+        on, off = variants["on"], variants["off"]
+        paired = ", ".join(fmt(a["span_s"] / b["span_s"], 3) for a, b in zip(on, off))
+        ratios.append([f"{kind}: live maps on / off — target ≤ 1.05×",
+                       fmt(_med(on, "span_s") / _med(off, "span_s"), 3) + "×",
+                       fmt(_med(on, "wall_s") / _med(off, "wall_s"), 3) + "×", paired])
+    table = markdown_table(["variant", "N", "span s (first trial start → last trial end)", "wall s", "start-up s",
+                            "live maps logged", "painter CPU per map s (median)"], rows)
+    ratio_table = markdown_table(["ratio (medians of this run)", "span", "wall",
+                                  "span, each repeat's pair (run back to back)"], ratios)
+    sub = live["submit"]
+    note = (f"`ivr` sweeps of {live['trials']} trials lasting 1 s each (asleep, or busy for 1 s of CPU), n_initial 8, "
+            f"batch_size 8, {args.num_cpus} CPUs for Ray, `hydra.sweeper.live_maps` on and off alternating; medians "
+            f"of {live['repeats']} run(s) per variant. The driver's own cost per batch (`LiveMaps.submit` of the "
+            f"policy's {sub['fits']} fits, up to {sub['largest_fit_points']} trials each, {sub['submits']} times): "
+            f"median {fmt(sub['median_ms'])} ms, max {fmt(sub['max_ms'])} ms; pickling a fit for the queue, done by "
+            f"its feeder thread in the driver: median {fmt(sub['pickle_median_ms'])} ms, up to "
+            f"{fmt(sub['pickle_max_kb'])} KB.")
+    return f"### Live maps (issue 19)\n\n{note}\n\n{table}\n\n{ratio_table}"
 
 
 # ---------------------------------------------------------------------- per-trial profile
@@ -439,7 +563,8 @@ def overhead_markdown(raw: dict[str, list[dict[str, Any]]], mlflow: dict[str, An
         ["ivr searcher alone (MultiversePolicy, N={}, 2 workers)".format(searcher["trials"]),
          f"{fmt(searcher['total_s'])} s in ask = {fmt(1e3 * searcher['total_s'] / searcher['trials'])} ms/trial; "
          f"{searcher['gp_fits']} GP fits ({fmt(searcher['fit_s'])} s), {searcher['ivr_batches']} IVR batches "
-         f"({fmt(searcher['ivr_s'])} s), {searcher['sobol_designs']} Sobol designs ({fmt(searcher['sobol_s'])} s); median GP ask {fmt(searcher['median_gp_ask_ms'])} ms, "
+         f"({fmt(searcher['ivr_s'])} s), {searcher['sobol_designs']} Sobol designs ({fmt(searcher['sobol_s'])} s); "
+         f"median GP ask {fmt(searcher['median_gp_ask_ms'])} ms, "
          f"max {fmt(searcher['max_ask_ms'])} ms"],
         ["ivr − sobol, per trial (driver span)", f"{fmt(_med(ivr, 'per_trial_ms') - _med(ours, 'per_trial_ms'))} ms"],
         ["MLflow writes' share: ours sobol − the same with writes off, per trial (driver span)",

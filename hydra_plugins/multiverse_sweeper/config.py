@@ -58,6 +58,10 @@ class MultiverseSweeperConf:
     # so every prediction respects them; a trial returning a value outside them FAILS. null: no bounds.
     metric_bounds: Optional[List[Any]] = None
     resume: bool = False  # continue the interrupted sweep in hydra.sweep.dir (see `sweeper resume`)
+    # after each GP batch (ivr, ucb), its map on the sweep's MLflow run while the sweep runs: posterior mean and sd
+    # PNGs under live/, the GP's leave-one-out check and the trials it rests on as metrics (step = the batch);
+    # drawn off the search's loop. false: none
+    live_maps: bool = True
     # checkpoints (sweeper.save_checkpoint) of a running trial kept on ray.storage_path, the newest; a trial that
     # restarts continues from the newest complete one
     keep_checkpoints: int = 1

@@ -9,7 +9,8 @@ their scores), this module fits the coregionalized GP of :mod:`sweeper.search.gp
 * **interaction tests**: Bayes factors of an additive against a shared kernel, over all
   dims and per pair (eq. 8) -- :func:`interaction_tests`, :func:`bayes_factor`;
 * **sensitivity**: Monte-Carlo Sobol main and total effects of the posterior mean
-  (Fig. 3, 6) -- :func:`sensitivity`;
+  (Fig. 3, 6) -- :func:`sensitivity`; the dims a single map is best drawn over --
+  :func:`most_sensitive_continuous`;
 * **coregionalization matrices** of the categorical dims (Fig. 5), on :attr:`MultiverseFit.gp`.
 
 Everything is computed on the unit cube of the space; axes are mapped back to original
@@ -18,9 +19,10 @@ are predicted at the values a trial would run at (a step at each value), not bet
 
 The GP is the analysis model of :func:`sweeper.search.hyperposterior.fit_posterior`: for a metric
 with declared bounds, a mixture over posterior draws of the hyperparameters that models the
-metric warped so its maps stay inside the bounds; without bounds, the single fit. A map's ``mean`` and ``sd`` are of the metric a new trial at that
-point would return (the GP's uncertainty plus its noise, which on a real map stands for the
-small-scale roughness no stationary kernel follows); ``sd_latent`` leaves the noise out.
+metric warped so its maps stay inside the bounds; without bounds, the single fit. A map's
+``mean`` and ``sd`` are of the metric a new trial at that point would return (the GP's
+uncertainty plus its noise, which on a real map stands for the small-scale roughness no
+stationary kernel follows); ``sd_latent`` leaves the noise out.
 Measured on three real maps (``bench/fidelity.py``): ``mean ± 1.96 sd`` held 85-99 % of the
 truth where the single fit's latent band held 52-92 %.
 
@@ -34,6 +36,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -238,17 +241,39 @@ def contour_map(
                       grid(latent), _values_at(dims[x_dim], t), _values_at(dims[y_dim], t))  # type: ignore[arg-type]
 
 
+class LineMap(NamedTuple):
+    """Mean and sd of a new trial's metric along one continuous dim, per facet.
+
+    Attributes:
+        x: Grid of the dim in original units, shape ``(g,)``.
+        x_log: Whether its axis is log-scaled.
+        mean: Facet label -> mean, shape ``(g,)``; ``sd`` likewise.
+    """
+
+    x: NDArray[np.float64]
+    x_log: bool
+    mean: dict[str, NDArray[np.float64]]
+    sd: dict[str, NDArray[np.float64]]
+
+
 def line_map(fit: MultiverseFit, dim: int, *, resolution: int = 100, others: str = "centre",
-             n_marginal: int = 64, seed: int = 0) -> tuple[NDArray[np.float64], bool, dict[str, NDArray[np.float64]],
-                                                           dict[str, NDArray[np.float64]]]:
+             n_marginal: int = 64, seed: int = 0) -> LineMap:
     """Mean and sd of a new trial's metric along one continuous dim, per facet: ``(x, x_log, mean, sd)``."""
     t = np.linspace(0.0, 1.0, resolution)
     means, sds, _ = _predict_grid(fit, t[:, None], [dim], others, n_marginal, seed)
     x, x_log = axis_values(fit.space.dims[dim], t)  # type: ignore[arg-type]
-    return x, x_log, means, sds
+    return LineMap(x, x_log, means, sds)
 
 
-def category_means(fit: MultiverseFit) -> tuple[list[str], NDArray[np.float64], NDArray[np.float64]]:
+class CategoryMeans(NamedTuple):
+    """Mean and sd of a new trial's metric in each category combination: ``(labels, mean, sd)``, each ``(k,)``."""
+
+    labels: list[str]
+    mean: NDArray[np.float64]
+    sd: NDArray[np.float64]
+
+
+def category_means(fit: MultiverseFit) -> CategoryMeans:
     """Mean and sd of a new trial's metric in each category combination (continuous dims at the centre)."""
     facets = category_facets(fit.space)
     P = np.full((len(facets), fit.space.d), 0.5)
@@ -256,7 +281,7 @@ def category_means(fit: MultiverseFit) -> tuple[list[str], NDArray[np.float64], 
         for c, v in fixed.items():
             P[row, c] = v
     mean, sd = fit.gp.predict(P, noise=True)
-    return [label for label, _ in facets], mean, sd
+    return CategoryMeans([label for label, _ in facets], mean, sd)
 
 
 # ----------------------------------------------------------------------------- tests and sensitivity
@@ -300,6 +325,23 @@ def posterior_sensitivity(fit: MultiverseFit, *, n_base: int = 1024, repeats: in
     model = fit.gp.share(0, max(1, len(fit.gp.members) // SENSITIVITY_DRAWS))
     return sobol_indices(lambda U: model.predict(snap(fit.space, U))[0], fit.space.d, names=fit.space.names,
                          n_base=n_base, repeats=repeats, seed=[seed, 2])
+
+
+def most_sensitive_continuous(fit: MultiverseFit, k: int = 2, *, n_base: int = 256, repeats: int = 2,
+                              seed: int = 0) -> tuple[int, ...]:
+    """The ``k`` continuous dims (columns, in space order) with the largest total Sobol effects on the posterior mean.
+
+    The dims a map of the fit is best drawn over: what is left out moves the mean least. A
+    space with at most ``k`` continuous dims has them all, and no effects are computed. The
+    effects only rank the dims here, so a few hundred base points do (a total effect of the
+    posterior mean is rarely close to another's; ties go to the earlier column).
+    """
+    continuous = fit.continuous
+    if len(continuous) <= k:
+        return tuple(continuous)
+    total = posterior_sensitivity(fit, n_base=n_base, repeats=repeats, seed=seed).total
+    ranked = sorted(continuous, key=lambda c: (-total[c], c))
+    return tuple(sorted(ranked[:k]))
 
 
 # ----------------------------------------------------------------------------- the fixed-name API

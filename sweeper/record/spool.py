@@ -4,10 +4,10 @@ The sweep's records go through one :class:`DurableWriter` thread, in order (for 
 in a process of its own: :mod:`sweeper.record.writer_process`). A write that
 fails because the server cannot be reached is retried with backoff (1, 2, 4, 8 s); if the
 server is still away, that write and every later one go to a spool file in the sweep dir
-(JSON lines, one write each, texts inline), and the writer tries to send the spool every few
-seconds. When the server returns, the spool is sent in order and the writer carries on as
-before. If the sweep ends first, the spool stays on disk: ``sweeper sync <sweep dir>`` sends
-it later.
+(JSON lines, one write each, texts and figures inline), and the writer tries to send the
+spool every few seconds. When the server returns, the spool is sent in order and the
+writer carries on as before. If the sweep ends first, the spool stays on disk: ``sweeper
+sync <sweep dir>`` sends it later.
 
 A run created while the server is away has no MLflow id yet; writes name it by a local
 handle (``local-<hex>``) until it exists. The spool keeps the handles it resolved, so a
@@ -25,6 +25,7 @@ record is the same. A longer trial's run appears RUNNING after that wait.
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import os
@@ -104,6 +105,10 @@ class DurableWriter:
 
     def log_text(self, what: str, run: str, text: str, artifact_file: str) -> None:
         self._put("log_text", what, run, text=text, artifact_file=artifact_file)
+
+    def log_bytes(self, what: str, run: str, data: bytes, artifact_file: str) -> None:
+        """Queue a binary artifact (a figure); in the spool it waits base64-encoded."""
+        self._put("log_bytes", what, run, data=base64.b64encode(data).decode("ascii"), artifact_file=artifact_file)
 
     def finish(self, what: str, run: str, status: str) -> None:
         self._put("finish", what, run, status=status)
@@ -233,6 +238,8 @@ class DurableWriter:
             self.tracker.log(run_id, params=op["params"], metrics=op["metrics"], tags=op["tags"], step=op["step"])
         elif kind == "log_text":
             self.tracker.log_text(run_id, op["text"], op["artifact_file"])
+        elif kind == "log_bytes":
+            self.tracker.log_bytes(run_id, base64.b64decode(op["data"]), op["artifact_file"])
         elif kind == "finish":
             self.tracker.finish(run_id, op["status"])
         elif kind == "reopen":

@@ -7,7 +7,8 @@ so every trial waited for the previous trials' records: with a task that costs n
 a sweep of 200 trials spent ~95 ms per trial with its records and ~30 ms without, on 2
 cores (bench/overhead.py). :class:`WriterProcess` runs the same
 :class:`~sweeper.record.spool.DurableWriter` (retries, spool, order, local handles) in a child
-process and forwards each write to it through a queue, so the driver only pickles it.
+process (spawned lean: :mod:`sweeper.helper_process`) and forwards each write to it through
+a queue, so the driver only pickles it.
 
 The handles of runs are made here, so the driver can name a run in later writes at once;
 the MLflow ids behind them, the failed writes and the number of spooled writes come back
@@ -17,17 +18,15 @@ thread writer did: the child sends what reached it, then ends when it sees its p
 
 from __future__ import annotations
 
-import contextlib
 import logging
-import multiprocessing
 import os
 import queue
 import signal
-import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sweeper.helper_process import SPAWN, orphaned, start_helper
 from sweeper.record.spool import DurableWriter, _jsonable, new_handle
 
 log = logging.getLogger(__name__)
@@ -50,16 +49,12 @@ class WriterProcess:
         self.failures: list[str] = []
         self._ids: dict[str, str] = {}
         self._spooled = 0
-        context = multiprocessing.get_context("spawn")  # no fork of a process running Ray's threads
-        self._writes: Any = context.Queue()
-        self._outcome: Any = context.Queue()
-        self._process = context.Process(
-            target=_serve, name="mlflow-writer", daemon=True,
-            args=(tracker.tracking_uri, tracker.experiment_name, tracker.experiment_id,
-                  str(spool_path) if spool_path else None, self._writes, self._outcome, os.getpid()),
-        )
-        with _main_module_hidden():
-            self._process.start()
+        self._writes: Any = SPAWN.Queue()
+        self._outcome: Any = SPAWN.Queue()
+        self._process = start_helper(
+            _serve, (tracker.tracking_uri, tracker.experiment_name, tracker.experiment_id,
+                     str(spool_path) if spool_path else None, self._writes, self._outcome, os.getpid()),
+            "mlflow-writer")
 
     # ---------------------------------------------------------------- the writes
     def start_run(self, what: str, run_name: str, *, parent_run_id: str | None = None,
@@ -76,6 +71,9 @@ class WriterProcess:
 
     def log_text(self, what: str, run: str, text: str, artifact_file: str) -> None:
         self._send("log_text", what, run, text, artifact_file)
+
+    def log_bytes(self, what: str, run: str, data: bytes, artifact_file: str) -> None:
+        self._send("log_bytes", what, run, data, artifact_file)
 
     def finish(self, what: str, run: str, status: str) -> None:
         self._send("finish", what, run, status)
@@ -116,25 +114,6 @@ class WriterProcess:
         self._writes.put((kind, args, kwargs))
 
 
-@contextlib.contextmanager
-def _main_module_hidden() -> Iterator[None]:
-    """Start a spawned child without running the driver's ``__main__`` in it.
-
-    A spawned child runs the parent's main script again (as ``__mp_main__``) unless the main
-    module names neither a file nor a spec (multiprocessing.spawn.get_preparation_data). The
-    driver's main is the user's task script, and its imports (torch, scikit-learn, the data
-    loading) cost the writer seconds and memory it never uses: it needs only this module.
-    """
-    main = sys.modules["__main__"]
-    saved = {key: main.__dict__[key] for key in ("__spec__", "__file__") if key in main.__dict__}
-    main.__spec__ = None
-    main.__dict__.pop("__file__", None)
-    try:
-        yield
-    finally:
-        main.__dict__.update(saved)
-
-
 def _serve(tracking_uri: str, experiment_name: str, experiment_id: str, spool_path: str | None,
            writes: Any, outcome: Any, parent_pid: int) -> None:
     """The child: apply each write through a DurableWriter until told to close or the driver is gone."""
@@ -155,7 +134,7 @@ def _serve(tracking_uri: str, experiment_name: str, experiment_id: str, spool_pa
         try:
             item = writes.get(timeout=_PARENT_CHECK_S)
         except queue.Empty:
-            if os.getppid() != parent_pid:  # the driver died: what reached us is written, then we end
+            if orphaned(parent_pid):  # the driver died: what reached us is written, then we end
                 log.warning("the sweep's driver ended without closing its MLflow writer")
                 break
             continue

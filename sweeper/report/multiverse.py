@@ -43,25 +43,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
-from sweeper.analysis.multiverse import (
-    MultiverseFit,
-    axis_values,
-    category_facets,
-    category_means,
-    contour_map,
-    fit_multiverse,
-    interaction_tests,
-    line_map,
-    posterior_sensitivity,
-)
-from sweeper.analysis.multiverse_plots import (
-    FacetPoints,
-    plot_category_means,
-    plot_contour_facets,
-    plot_correlation_heatmap,
-    plot_line_facets,
-    plot_sensitivity,
-)
+from sweeper.analysis.map_view import MapTrials, draw_map, map_view
+from sweeper.analysis.multiverse import MultiverseFit, fit_multiverse, interaction_tests, posterior_sensitivity
+from sweeper.analysis.multiverse_plots import plot_correlation_heatmap, plot_sensitivity
 from sweeper.report.build import SWEEP_BOUNDS, ReportError, _finite, log_files, resolve_bounds, trial_points
 from sweeper.report.document import OutputDir
 from sweeper.report.filtering import TrialFilter, parse_filter, select_trials
@@ -96,30 +80,6 @@ class MultiverseReport:
 
 def _slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-
-
-def _facet_of(space: Any, u: np.ndarray) -> str:
-    """The facet label of a unit-cube point (its category combination)."""
-    for label, fixed in category_facets(space):
-        if all(abs(u[c] - v) < 1e-9 for c, v in fixed.items()):
-            return label
-    return ""
-
-
-def _points(fit: MultiverseFit, U_in: np.ndarray, y_in: np.ndarray, U_out: np.ndarray,
-            cols: list[int]) -> dict[str, FacetPoints]:
-    """Trials per facet in display units: kept ones (dots) and failed/filtered ones (crosses)."""
-    dims = fit.space.dims
-    show = [lambda U, c=c: axis_values(dims[c], U[:, c])[0] for c in cols]  # type: ignore[misc]
-    out = {}
-    for label, _ in category_facets(fit.space):
-        a = np.array([_facet_of(fit.space, u) == label for u in U_in], dtype=bool)
-        b = np.array([_facet_of(fit.space, u) == label for u in U_out], dtype=bool)
-        if len(cols) == 2:
-            out[label] = FacetPoints(show[0](U_in[a]), show[1](U_in[a]), show[0](U_out[b]), show[1](U_out[b]))
-        else:
-            out[label] = FacetPoints(show[0](U_in[a]), y_in[a], show[0](U_out[b]), np.full(int(b.sum()), np.nan))
-    return out
 
 
 def _excluded_points(space: Any, points: list[dict[str, Any]]) -> np.ndarray:
@@ -196,7 +156,7 @@ def build_multiverse(
     out.csv("loo.csv", pd.DataFrame({"trial": kept["index"].to_numpy()[fit_rows],
                                      metric: fit.y, "loo_mean": loo.loo_mean, "pit": loo.pit,
                                      "residual": loo.residuals}))
-    _maps(out, fit, U_in, y_in, U_out, metric, others, resolution, seed, summary)
+    _maps(out, fit, MapTrials(U_in, y_in, U_out), metric, others, resolution, seed, summary)
     _interactions(out, fit, kernel, seed, summary)
     indices = posterior_sensitivity(fit, n_base=n_base, repeats=repeats, seed=seed)
     out.csv("sensitivity.csv", pd.DataFrame(indices.to_rows()))
@@ -220,23 +180,23 @@ def build_multiverse(
     return MultiverseReport(out.path, tuple(out.files), kernel, fit, summary, loo)
 
 
-def _maps(out: OutputDir, fit: MultiverseFit, U_in: np.ndarray, y_in: np.ndarray, U_out: np.ndarray, metric: str,
-          others: str, resolution: int, seed: int, summary: dict[str, Any]) -> None:
+def _maps(out: OutputDir, fit: MultiverseFit, trials: MapTrials, metric: str, others: str, resolution: int,
+          seed: int, summary: dict[str, Any]) -> None:
+    """Every pair of continuous dims (or the one, or the categories): figures, the grids as CSV, the summary."""
     import pandas as pd
 
-    cont, names = fit.continuous, fit.space.names
-    where = "others at their centre" if others == "centre" else "others averaged over their range"
-    if len(cont) >= 2:
-        for i, j in [(i, j) for a, i in enumerate(cont) for j in cont[a + 1:]]:
-            cm = contour_map(fit, i, j, resolution=resolution, others=others, seed=seed)
-            pts = _points(fit, U_in, y_in, U_out, [i, j])
+    cont = fit.continuous
+    pairs = [(i, j) for a, i in enumerate(cont) for j in cont[a + 1:]] if len(cont) >= 2 else [tuple(cont)]
+    note = ("others at their centre" if others == "centre" else "others averaged over their range") \
+        if len(cont) > 2 else ""
+    for columns in pairs:
+        view = map_view(fit, columns, others=others, resolution=resolution, seed=seed)
+        figures = draw_map(view, fit.space, trials, metric, note=note)
+        if view.contour is not None:
+            cm = view.contour
             stem = f"{_slug(cm.x_dim)}_{_slug(cm.y_dim)}"
-            for what, grids in (("mean", cm.mean), ("sd", cm.sd)):
-                out.figure(f"map_{what}_{stem}.png", plot_contour_facets(
-                    cm.x, cm.y, grids, x_name=cm.x_dim, y_name=cm.y_dim, x_log=cm.x_log, y_log=cm.y_log,
-                    quantity=f"{what} of a trial's {metric}", points=pts,
-                    title=f"{metric}: posterior {what} over {cm.x_dim} x {cm.y_dim}"
-                          + (f" ({where})" if len(cont) > 2 else "")))
+            for what, figure in figures.items():
+                out.figure(f"map_{what}_{stem}.png", figure)
             gx, gy = np.meshgrid(cm.x_values, cm.y_values)
             out.csv(f"map_{stem}.csv", pd.concat([pd.DataFrame({
                 "facet": label, cm.x_dim: gx.ravel(), cm.y_dim: gy.ravel(), "mean": cm.mean[label].ravel(),
@@ -244,20 +204,18 @@ def _maps(out: OutputDir, fit: MultiverseFit, U_in: np.ndarray, y_in: np.ndarray
                 for label in cm.mean]))
             summary["maps"].append({"x": cm.x_dim, "y": cm.y_dim, "x_log": cm.x_log, "y_log": cm.y_log,
                                     "facets": list(cm.mean)})
-    elif len(cont) == 1:
-        x, x_log, mean, sd = line_map(fit, cont[0], others=others, seed=seed)
-        name = names[cont[0]]
-        out.figure(f"map_{_slug(name)}.png", plot_line_facets(
-            x, mean, sd, x_name=name, x_log=x_log, quantity=metric, points=_points(fit, U_in, y_in, U_out, cont)))
-        out.csv(f"map_{_slug(name)}.csv", pd.concat([pd.DataFrame({"facet": k, name: x, "mean": mean[k],
-                                                                   "sd": sd[k]}) for k in mean]))
-        summary["maps"].append({"x": name, "x_log": x_log, "facets": list(mean)})
-    else:
-        labels, mean, sd = category_means(fit)
-        seen = {k: y_in[[_facet_of(fit.space, u) == k for u in U_in]] for k in labels}
-        out.figure("categories.png", plot_category_means(labels, mean, sd, quantity=metric, points=seen))
-        out.csv("categories.csv", pd.DataFrame({"facet": labels, "mean": mean, "sd": sd}))
-        summary["maps"].append({"facets": labels})
+        elif view.line is not None:
+            x, x_log, mean, sd = view.line
+            name = fit.space.names[columns[0]]
+            out.figure(f"map_{_slug(name)}.png", figures["map"])
+            out.csv(f"map_{_slug(name)}.csv", pd.concat([pd.DataFrame({"facet": k, name: x, "mean": mean[k],
+                                                                       "sd": sd[k]}) for k in mean]))
+            summary["maps"].append({"x": name, "x_log": x_log, "facets": list(mean)})
+        else:
+            labels, mean, sd = view.categories  # type: ignore[misc]
+            out.figure("categories.png", figures["map"])
+            out.csv("categories.csv", pd.DataFrame({"facet": labels, "mean": mean, "sd": sd}))
+            summary["maps"].append({"facets": labels})
 
 
 def _interactions(out: OutputDir, fit: MultiverseFit, kernel: str, seed: int, summary: dict[str, Any]) -> None:
@@ -306,9 +264,11 @@ def _markdown(records: SweepRecords, s: dict[str, Any]) -> str:
               + (f", modelled inside its bounds {MetricBounds(*s['metric_bounds']).text()}" if s["metric_bounds"]
                  else "") + ".", "",
               loo["sentence"], "", "| leave-one-out check | value | nominal |", "|---|---|---|",
-              f"| inside 95 % intervals | {loo['coverage95']:.0%} | 95 % (fails below {loo['threshold_coverage95']:.0%}) |",
+              f"| inside 95 % intervals | {loo['coverage95']:.0%} | 95 % "
+              f"(fails below {loo['threshold_coverage95']:.0%}) |",
               f"| inside 68 % intervals | {loo['coverage68']:.0%} | 68 % |",
-              f"| LOO RMSE | {loo['rmse']:.4g} | |", f"| largest standardised residual | {loo['max_abs_residual']:.2f} | |",
+              f"| LOO RMSE | {loo['rmse']:.4g} | |",
+              f"| largest standardised residual | {loo['max_abs_residual']:.2f} | |",
               f"| trials | {loo['n']} | |", ""]
     lines += [f"![{p}]({p})" for p in _figures(s)]
     return "\n".join(lines) + "\n"

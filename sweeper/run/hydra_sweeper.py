@@ -70,6 +70,7 @@ class SweeperImpl:
         self.metric: str = settings.pop("metric")
         self.max_failure_rate: float = settings.pop("max_failure_rate")
         self.resume: bool = bool(settings.pop("resume", False))
+        self.live_maps: bool = bool(settings.pop("live_maps", True))
         self.checkpoints = CheckpointSettings(**{k: settings.pop(k) for k in CheckpointSettings.__dataclass_fields__
                                                  if k in settings})
         bounds = settings.get("metric_bounds")
@@ -252,8 +253,9 @@ class SweeperImpl:
             mlflow_cfg = self._block("mlflow")
             tracker = MLflowTracker(str(mlflow_cfg["tracking_uri"]), str(mlflow_cfg["experiment_name"]))
             parent_run_id = self._start_parent_run(tracker, space, settings, sweep_dir, arguments)
-        log.info("MLflow: experiment %r at %s, sweep run %s", tracker.experiment_name, tracker.tracking_uri,
-                 parent_run_id)
+        # Its link now, not only at the end: the run shows the trials and the live maps as they come.
+        log.info("MLflow: experiment %r at %s, sweep run %s (in the MLflow UI: %s)", tracker.experiment_name,
+                 tracker.tracking_uri, parent_run_id, tracker.run_url(parent_run_id))
         return tracker, parent_run_id
 
     def _start_parent_run(self, tracker: Any, space: SearchSpace, settings: PolicySettings, sweep_dir: Path,
@@ -337,7 +339,7 @@ class SweeperImpl:
                               space.to_dict(), settings.strategy, settings.seed, settings.num_trials,
                               current_command(), os.getcwd()).save(sweep_dir)
             job = TuneJob(space, settings, self.metric, ray_cfg, tracker, parent_run_id, ctx, tune_storage, tune_name,
-                          ledger, str(sweep_dir / SPOOL_FILE), checkpoints=self.checkpoints)
+                          ledger, str(sweep_dir / SPOOL_FILE), checkpoints=self.checkpoints, live_maps=self.live_maps)
             recorder, searcher = run_on_head(job) if client else run_tune(job)
             (sweep_dir / SEARCHER_STATE_FILE).write_text(json.dumps(searcher.get_state()), encoding="utf-8")
             return recorder, searcher

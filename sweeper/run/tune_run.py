@@ -45,6 +45,7 @@ class TuneJob:
     #: False: a thread (inside a Ray task on the head node, which should not spawn processes).
     writer_process: bool = True
     checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
+    live_maps: bool = True  # each GP batch's map on the sweep's run while it runs (sweeper.run.live_maps)
 
 
 def run_tune(job: TuneJob) -> tuple[Any, Any]:
@@ -71,6 +72,9 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     recorder.adopt_in_flight(in_flight)
     preemption = Preemption(job.checkpoints.preempt_grace_s, searcher)
     searcher.policy.on_bayes_factor = recorder.log_bayes_factor
+    live = _live_maps(job, recorder.writer)
+    if live is not None:
+        searcher.policy.on_gp_fit = live.submit
     resources = job.ray_cfg["resources_per_trial"]
     bundle = {"CPU": float(resources["cpu"]), "GPU": float(resources["gpu"]), **(resources.get("custom") or {})}
     bundle = {k: float(v) for k, v in bundle.items() if v}
@@ -84,19 +88,39 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     # The keeper first: the recorder reads which checkpoint a starting trial continues from.
     callbacks = [keeper, recorder, FaultGuard(job.metric, settings.trial_timeout_s), preemption]
     _quiet_missing_result_logs()
-    if job.ledger is not None:
-        tuner = _restored_tuner(job, trainable, searcher, recorder, callbacks)
-    else:
-        tuner = _new_tuner(job, trainable, searcher, callbacks, bundle)
     try:
+        if job.ledger is not None:
+            tuner = _restored_tuner(job, trainable, searcher, recorder, callbacks)
+        else:
+            tuner = _new_tuner(job, trainable, searcher, callbacks, bundle)
         with preemption.catching():
             tuner.fit()
         if preemption.requested:
             recorder.suspended = recorder.suspend_in_flight(
                 "the sweep was preempted (SIGTERM); its trial continues from its checkpoint when the sweep resumes")
     finally:
+        if live is not None:  # its last maps go to the writer before the writer closes
+            searcher.policy.on_gp_fit = None
+            live.close()
         recorder.close()  # every queued MLflow write lands (or waits in the spool) before the summary
     return recorder, searcher
+
+
+def _live_maps(job: TuneJob, writer: Any) -> Any:
+    """The live maps of a GP sweep (None: turned off, or a strategy without a GP)."""
+    from sweeper.run.live_maps import LiveMaps
+    from sweeper.search.settings import GP_STRATEGIES
+
+    s = job.settings
+    if not job.live_maps or s.strategy not in GP_STRATEGIES or s.num_trials <= s.n_initial:
+        return None
+    last_batch = 1 + (s.num_trials - s.n_initial - 1) // s.batch_size
+    try:
+        return LiveMaps(writer, job.parent_run_id, job.space, job.metric, digits=max(3, len(str(last_batch))),
+                        in_process=job.writer_process)
+    except Exception as exc:  # noqa: BLE001 - a live map is never worth a sweep
+        log.warning("live maps: the painter could not start (%s); the sweep goes on without them", exc)
+        return None
 
 
 class _MissingResultLogs(logging.Filter):

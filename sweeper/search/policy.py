@@ -112,6 +112,23 @@ class BayesFactorCheck:
 
 
 @dataclass(frozen=True)
+class BatchFit:
+    """The GP a batch was planned with, handed to :attr:`MultiversePolicy.on_gp_fit` (e.g. for a live map).
+
+    Attributes:
+        batch: The batch planned from it (1 for the first GP batch).
+        gp: The fit that tagged the batch's points with predictions (``predicted_mean``,
+            ``predicted_sd``): the metric in original units, inside its bounds when it has them.
+            Its ``X`` and ``y`` are the trials it was fitted on.
+        failed: Points of the trials failed so far, unit cube, shape ``(n_failed, d)``.
+    """
+
+    batch: int
+    gp: GPFit
+    failed: NDArray[np.float64]
+
+
+@dataclass(frozen=True)
 class Suggestion:
     """One trial handed out: where, why, and what the GP expected there.
 
@@ -180,6 +197,10 @@ class MultiversePolicy:
         self._stop_reason: str | None = None  # set by stop(): the sweep cannot succeed
         #: Called with each :class:`BayesFactorCheck` as it is made (e.g. to log it to MLflow).
         self.on_bayes_factor: Callable[[BayesFactorCheck], None] | None = None
+        #: Called with the :class:`BatchFit` of each GP batch as it is planned (not its re-plans): it
+        #: runs inside :meth:`ask`, so it must return at once (a live map hands the fit off to draw it).
+        self.on_gp_fit: Callable[[BatchFit], None] | None = None
+        self._tagger: GPFit | None = None  # the fit behind the plan just made, for on_gp_fit (see _choose_batch)
 
     # ------------------------------------------------------------------ public API
     @property
@@ -289,6 +310,11 @@ class MultiversePolicy:
         for suggestion in suggestions:
             if suggestion.index >= len(self._suggestions):
                 self._replay[suggestion.index] = suggestion
+
+    def __getstate__(self) -> dict[str, Any]:
+        # The hooks are the wiring of the process that set them (a live map's queues and threads):
+        # a copy made by pickling (Tune's experiment state, a searcher back from the head node) has none.
+        return {**self.__dict__, "on_bayes_factor": None, "on_gp_fit": None}
 
     def state_dict(self) -> dict[str, Any]:
         """JSON-able state; :meth:`load_state_dict` continues with the same suggestions."""
@@ -466,6 +492,11 @@ class MultiversePolicy:
         if not points:
             return self._design_point(index, "sobol")  # no usable GP: keep filling the space
         self._plan = points[1:]
+        tagger, self._tagger = self._tagger, None
+        if self.on_gp_fit is not None and tagger is not None:
+            failed = [i for i, v in sorted(self._results.items()) if math.isnan(v)]
+            X_failed = np.array([self._suggestions[i].x for i in failed], dtype=np.float64).reshape(-1, self.space.d)
+            self.on_gp_fit(BatchFit(batch, tagger, X_failed))
         return points[0]
 
     def _plan_batch(self, first: int, size: int, batch: int, stream: list[int]) -> list[Suggestion]:
@@ -502,6 +533,7 @@ class MultiversePolicy:
         if self._adaptive:
             self._warm = gp.hyperparameters()
             self._warm_bounded = tagger.hyperparameters() if tagger is not gp else None
+        self._tagger = tagger
         cand, pick = pick_batch(gp, X_all, size, self.space, s, stream)
         return [
             self._make(first + k, cand[i], s.strategy, batch, float(v), tagger)

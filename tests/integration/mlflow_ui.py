@@ -13,6 +13,9 @@ What a user does, and what these helpers therefore click:
   "Parameters (N)" table; tags are chips (``key: value``) in the "Tags" section. Chips longer
   than their box are cut off with an ellipsis; the user clicks such a chip to open the
   "Tag: <key>" dialog with the full value, so we do the same for every chip that is clipped.
+* Run page, "Artifacts" tab (``#/experiments/<id>/runs/<run_id>/artifacts``): a tree of the run's
+  files on the left, each node labelled with its name; a folder opens when clicked, and a file
+  clicked is previewed on the right (an image as an ``img`` whose alt text is its path).
 
 The MLflow Assistant side panel, open by default in a fresh profile, is closed first so that the
 page gets its full width, and screenshots are taken with the window grown to the height of the
@@ -178,6 +181,37 @@ def check_run_page(page: Page, base_url: str, experiment_id: str, run_id: str, p
     if problems:
         raise AssertionError(f"run page {url} does not show:\n  " + "\n  ".join(problems)
                              + f"\n--- visible text ---\n{_visible_text(page)}")
+
+
+def check_artifact_image(page: Page, run_url: str, folder: str, image: str,
+                         screenshot_path: str | Path) -> list[str]:
+    """Open a run's page at ``run_url``, its Artifacts tab, then ``folder`` and the image ``image`` in it;
+    assert the image is shown (decoded, on screen). Return the names the opened folder shows.
+    """
+    page.goto(run_url)
+    node = lambda name: page.get_by_label(name, exact=True)  # noqa: E731 - a tree node, by its name
+    tree_names = "() => [...document.querySelectorAll('[data-testid=artifact-tree-node]')].map(n => n.ariaLabel)"
+    try:
+        tab = page.get_by_role("tab", name="Artifacts", exact=True)
+        expect(tab).to_be_visible(timeout=TIMEOUT_MS)
+        _dismiss_distractions(page)
+        tab.click()
+        expect(node(folder)).to_be_visible(timeout=TIMEOUT_MS)
+        before = page.evaluate(tree_names)
+        node(folder).click()
+        expect(node(image)).to_be_visible(timeout=TIMEOUT_MS)
+        shown = [name for name in page.evaluate(tree_names) if name not in before]
+        node(image).click()
+        preview = page.get_by_role("img", name=f"{folder}/{image}", exact=True)
+        expect(preview).to_be_visible(timeout=TIMEOUT_MS)
+        page.wait_for_function("([e]) => e.complete && e.naturalWidth > 0", arg=[preview.element_handle()],
+                               timeout=TIMEOUT_MS)
+    except (AssertionError, PlaywrightError) as exc:
+        _screenshot(page, screenshot_path)
+        raise AssertionError(f"the Artifacts tab of {run_url} does not show the image {folder}/{image}: {exc}\n"
+                             f"--- visible text ---\n{_visible_text(page)}") from None
+    _screenshot(page, screenshot_path)
+    return shown
 
 
 # --- helpers -------------------------------------------------------------------------------------

@@ -163,15 +163,26 @@ def test_a_swept_key_missing_from_the_config_fails_before_any_trial(tmp_path: Pa
 
 
 def test_deterministic_sweeps_choose_the_same_points(tmp_path: Path) -> None:
-    """Trials sleep random times, so they finish in a different order each run."""
+    """Trials sleep random times, so they finish in a different order each run. The second runs without
+    live maps (issue 19): it logs none, and the points do not depend on them."""
+    from mlflow.tracking import MlflowClient
+
     args = ("sleep_s=0.4", "hydra.sweeper.deterministic=true", "hydra.sweeper.seed=3", "hydra.sweeper.num_trials=16",
             "hydra.sweeper.n_initial=4", "hydra.sweeper.batch_size=4", "hydra.sweeper.strategy=ivr")
-    points = []
-    for name in ("a", "b"):
+    points, live = [], []
+    for name, extra in (("a", ("hydra.sweeper.live_maps=true",)), ("b", ("hydra.sweeper.live_maps=false",))):
         (tmp_path / name).mkdir()
-        sweep = run_cli(TOY_APP, tmp_path / name, *args)
+        sweep = run_cli(TOY_APP, tmp_path / name, *args, *extra)
         assert sweep.proc.returncode == 0, sweep.output
-        _, children = sweep.runs("toy")
+        parent, children = sweep.runs("toy")
         points.append([(r.data.params["x"], r.data.params["y"]) for r in children])
+        client = MlflowClient(sweep.tracking_uri)
+        live.append(([a.path for a in client.list_artifacts(parent.info.run_id, "live")],
+                     sorted(k for k in client.get_run(parent.info.run_id).data.metrics if k.startswith("live_")),
+                     {m.step: m.value for m in client.get_metric_history(parent.info.run_id, "live_trials")}))
     assert len(points[0]) == 16
     assert points[0] == points[1]
+    assert live[0][0] == [f"live/batch_00{b}_{what}.png" for b in (1, 2, 3) for what in ("mean", "sd")]
+    assert {"live_trials", "live_loo_coverage95", "live_loo_rmse"} <= set(live[0][1])
+    assert live[0][2] == {1: 4, 2: 8, 3: 12}  # each batch waited for every earlier result
+    assert live[1] == ([], [], {})  # hydra.sweeper.live_maps=false

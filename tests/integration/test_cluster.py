@@ -214,7 +214,7 @@ def test_a_server_open_to_the_network_admits_only_the_allowed_hosts(postgres: Po
 
 
 def test_mlflow_ui_shows_the_sweep_and_a_trials_conditions(cluster_sweep: ClusterSweep) -> None:
-    from tests.integration.mlflow_ui import check_experiment_page, check_run_page, chromium_page
+    from tests.integration.mlflow_ui import check_artifact_image, check_experiment_page, check_run_page, chromium_page
 
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     parent, trial = cluster_sweep.parent, cluster_sweep.children[1]
@@ -227,13 +227,24 @@ def test_mlflow_ui_shows_the_sweep_and_a_trials_conditions(cluster_sweep: Cluste
     printed = re.findall(r"the sweep's trials: (\S+)", cluster_sweep.proc.stdout + cluster_sweep.proc.stderr)
     assert printed == [f"{cluster_sweep.server.url}/#/experiments/{parent.info.experiment_id}/runs"
                        f"?workflowType=machine_learning"], printed
+    sweep_run = re.findall(r"the sweep's run: +(\S+)", cluster_sweep.proc.stdout + cluster_sweep.proc.stderr)
+    assert sweep_run == [printed[0].replace("/runs?", f"/runs/{parent.info.run_id}?")], sweep_run
+    # The GP batch's live map (issue 19), as the sweep logged it through the tracking server.
+    from mlflow.tracking import MlflowClient
+
+    live = [a.path for a in MlflowClient(cluster_sweep.server.url).list_artifacts(parent.info.run_id, "live")]
+    assert live == ["live/batch_001_mean.png", "live/batch_001_sd.png"], live
     with chromium_page() as page:
         check_experiment_page(page, printed[0], parent.info.run_name, trial_names,
                               SCREENSHOTS / "mlflow-ui-experiment.png")
         check_run_page(page, cluster_sweep.server.url, trial.info.experiment_id, trial.info.run_id,
                        {k: trial.data.params[k] for k in ("x", "y")}, conditions,
                        SCREENSHOTS / "mlflow-ui-trial.png")
+        shown = check_artifact_image(page, sweep_run[0], "live", "batch_001_mean.png",
+                                     SCREENSHOTS / "mlflow-ui-live-map.png")
+    assert shown == [path.split("/", 1)[1] for path in live], shown
     assert (SCREENSHOTS / "mlflow-ui-trial.png").stat().st_size > 10_000
+    assert (SCREENSHOTS / "mlflow-ui-live-map.png").stat().st_size > 10_000
 
 
 def test_ray_client_address_runs_the_sweep_from_the_head_node(cluster: RayCluster, tracking_server: MLflowServer,

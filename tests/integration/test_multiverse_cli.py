@@ -37,7 +37,7 @@ def multiverse_cli(sweep: Sweep, out: Path, *args: str) -> subprocess.CompletedP
 @pytest.fixture(scope="module")
 def forks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Sweep, Path]:
     tmp = tmp_path_factory.mktemp("forks")
-    sweep = run_cli(FORKS_APP, tmp, "fail_above=0.9")
+    sweep = run_cli(FORKS_APP, tmp, "fail_above=0.9", "hydra.sweeper.live_maps=true")
     assert sweep.proc.returncode == 0, sweep.output
     return sweep, tmp
 
@@ -56,6 +56,28 @@ def test_ivr_with_a_categorical_dim_runs_through_hydra(forks) -> None:
     # (that IVR reaches every category is shown in tests/unit/test_policy_categorical.py)
     assert len(ivr) == 8 and {r.data.params["family"] for r in children} == {"plain", "residual"}
     assert all(float(r.data.tags["sweeper.predicted_sd"]) >= 0 for r in ivr)
+
+
+def test_the_sweep_logged_a_live_map_of_each_gp_batch(forks) -> None:
+    """Issue 19: after each GP batch, its map (two PNGs), the GP's leave-one-out check and the trials it
+    rests on, on the sweep's run, the metrics at step = the batch."""
+    from mlflow.tracking import MlflowClient
+
+    sweep, _ = forks
+    parent, children = sweep.runs("forks")
+    assert logged(sweep, parent.info.run_id, "live") == {f"batch_{b:03d}_{what}.png" for b in (1, 2)
+                                                          for what in ("mean", "sd")}
+    client = MlflowClient(sweep.tracking_uri)
+    history = {key: {m.step: m.value for m in client.get_metric_history(parent.info.run_id, key)}
+               for key in ("live_trials", "live_loo_n", "live_loo_coverage95", "live_loo_rmse", "live_draw_cpu_s")}
+    assert all(list(steps) == [1, 2] for steps in history.values()), history
+    finished = sum(r.info.status == "FINISHED" for r in children)
+    trials = history["live_trials"]
+    assert 4 <= trials[1] < trials[2] <= finished and history["live_loo_n"] == trials
+    assert all(0 <= v <= 1 for v in history["live_loo_coverage95"].values())
+    assert all(v > 0 for v in [*history["live_loo_rmse"].values(), *history["live_draw_cpu_s"].values()])
+    png = client.download_artifacts(parent.info.run_id, "live/batch_002_mean.png", str(sweep.sweep_dir / "live"))
+    assert Path(png).read_bytes().startswith(b"\x89PNG") and 10_000 < Path(png).stat().st_size < 150_000
 
 
 def test_multiverse_writes_and_logs_every_artifact(forks) -> None:

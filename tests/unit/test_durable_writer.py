@@ -89,7 +89,8 @@ def test_writes_that_could_change_the_record_are_left_apart() -> None:
 
     assert _coalesced(start, same_param) == (start, same_param)
     assert _coalesced(start, many_tags) == (start, many_tags)
-    created, logged = _coalesced(start, {"op": "log", "run": "h", "params": None, "metrics": {"s": 1}, "tags": {"a": 2}})
+    created, logged = _coalesced(start, {"op": "log", "run": "h", "params": None, "metrics": {"s": 1},
+                                         "tags": {"a": 2}})
     assert created["tags"] == {"a": 2} and created["params"] is None and logged["params"] == {"x": 1}
 
 
@@ -107,3 +108,27 @@ def test_a_creation_retried_after_an_outage_finds_the_run_it_made(tracker: MLflo
     assert writer.run_id(handle) == created
     assert len(tracker.client.search_runs([tracker.experiment_id])) == 1
     assert tracker.client.get_run(created).data.params == {"x": "0.5"}
+
+
+def test_a_figure_waits_in_the_spool_through_an_outage_and_lands_byte_for_byte(tracker: MLflowTracker, tmp_path: Path,
+                                                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    run_id = tracker.start_run("sweep")
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40
+    log_bytes, calls = tracker.log_bytes, []
+
+    def away_once(*args: Any) -> None:
+        calls.append(args[-1])
+        if len(calls) == 1:
+            raise ConnectionError("Connection refused")
+        log_bytes(*args)
+
+    monkeypatch.setattr(tracker, "log_bytes", away_once)
+    spool = tmp_path / "spool.jsonl"
+    writer = DurableWriter(tracker, spool, retry_delays_s=(), drain_every_s=3600.0)  # sent at close only
+    writer.log_bytes("logging the live map of batch 1", run_id, png, "live/batch_001_mean.png")
+    writer._queue.join()
+    assert writer.spooled == 1 and "live/batch_001_mean.png" in spool.read_text()  # base64 inside the JSON line
+    writer.close()
+    assert writer.spooled == 0 and calls == ["live/batch_001_mean.png"] * 2
+    down = tracker.client.download_artifacts(run_id, "live/batch_001_mean.png", str(tmp_path / "down"))
+    assert Path(down).read_bytes() == png

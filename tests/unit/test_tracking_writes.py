@@ -29,13 +29,16 @@ def test_a_run_is_created_with_its_tags_and_its_text_artifacts_land_in_its_folde
     assert sorted(a.path for a in tracker.client.list_artifacts(run_id)) == ["conditions.json", "logs"]
 
 
-def test_text_artifacts_of_a_run_created_elsewhere_take_mlflows_own_path(tmp_path: Path) -> None:
+def test_artifacts_of_a_run_created_elsewhere_land_once_its_folder_is_looked_up(tmp_path: Path) -> None:
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     run_id = MLflowTracker(uri, "writes").start_run("made by another tracker")
-    other = MLflowTracker(uri, "writes")
+    other = MLflowTracker(uri, "writes")  # as the writer process, which did not create the sweep's run
     other.log_text(run_id, "hello", "notes.txt")
-    folder = Path(other.client.download_artifacts(run_id, "notes.txt", str(tmp_path / "down")))
-    assert folder.read_text() == "hello"
+    png = b"\x89PNG\r\n\x1a\n" + bytes(range(256))
+    other.log_bytes(run_id, png, "live/batch_001_mean.png")
+    down = tmp_path / "down"
+    assert Path(other.client.download_artifacts(run_id, "notes.txt", str(down))).read_text() == "hello"
+    assert Path(other.client.download_artifacts(run_id, "live/batch_001_mean.png", str(down))).read_bytes() == png
 
 
 def test_a_sqlite_store_is_put_in_write_ahead_log_mode(tmp_path: Path) -> None:

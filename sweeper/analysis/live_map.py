@@ -1,0 +1,101 @@
+"""The live map of a running sweep: the GP a batch was planned with, as ``sweeper multiverse`` draws it.
+
+Before each GP batch the searcher fits its GP on the trials in so far
+(:class:`~sweeper.search.policy.BatchFit`). :func:`live_map` turns that fit into a map with
+the code of ``sweeper multiverse`` (:mod:`sweeper.analysis.map_view`): the posterior mean and
+sd over the two continuous dims the fit's posterior mean is most sensitive to (total Sobol
+effects, :func:`~sweeper.analysis.multiverse.most_sensitive_continuous`), a facet per
+category combination, the other continuous dims at the centre of their range, the trials so
+far on top (failed ones as crosses); and checks the fit by leave-one-out
+(:func:`~sweeper.search.loo.loo_check`, the check behind ``sweeper multiverse``'s maps).
+:mod:`sweeper.run.live_maps` does this off Tune's loop and logs the figures and the numbers
+on the sweep's run.
+
+What differs from ``sweeper multiverse``'s map, on purpose: it is the searcher's own fit
+(maximum likelihood; for a bounded metric the warped fit that tags the searcher's points)
+rather than the analysis model averaged over the hyperparameters' posterior, one pair of
+dims rather than all, on a coarser grid (:data:`LIVE_RESOLUTION`).
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass
+
+import numpy as np
+
+from sweeper.analysis.map_view import MapTrials, MapView, draw_map, map_view
+from sweeper.analysis.multiverse import MultiverseFit, most_sensitive_continuous
+from sweeper.analysis.plotting import _new_figure
+from sweeper.search.ensemble import GPEnsemble
+from sweeper.search.loo import LOOCheck, loo_check
+from sweeper.search.policy import BatchFit
+from sweeper.search.space import SearchSpace
+
+#: Grid points per axis of a live map (``sweeper multiverse`` draws 40 by default).
+LIVE_RESOLUTION = 30
+#: Resolution of a live map's PNG (matplotlib's default): 40-100 KB for a figure of one to four facets.
+LIVE_DPI = 100
+
+
+@dataclass(frozen=True)
+class LiveMap:
+    """One batch's live map: its numbers, the trials it rests on, and the leave-one-out check of its fit.
+
+    Attributes:
+        batch: The batch the fit planned.
+        fit: The searcher's fit, as the analysis reads a fit.
+        view: The map's numbers (mean and sd per facet).
+        trials: The trials the fit rests on (dots) and those failed so far (crosses).
+        loo: The leave-one-out check of the fit.
+    """
+
+    batch: int
+    fit: MultiverseFit
+    view: MapView
+    trials: MapTrials
+    loo: LOOCheck
+
+    @property
+    def n_trials(self) -> int:
+        """Trials the map rests on: the finished trials the fit was conditioned on."""
+        return int(self.trials.kept.shape[0])
+
+    def metrics(self) -> dict[str, float]:
+        """``live_trials`` and the check's ``live_loo_coverage95``, ``live_loo_rmse``, ... (``LOOCheck.metrics``)."""
+        return {**self.loo.metrics("live_"), "live_trials": float(self.n_trials)}
+
+    def note(self) -> str:
+        """What the figures' titles add: the batch and its trials, and how the dims left out were set."""
+        left_out = len(self.fit.continuous) > len(self.view.columns)
+        return f"after batch {self.batch}: {self.n_trials} trials" + ("; others at their centre" if left_out else "")
+
+
+def live_map(space: SearchSpace, fitted: BatchFit, *, resolution: int = LIVE_RESOLUTION, seed: int = 0) -> LiveMap:
+    """The live map of the fit a batch was planned with (see the module docstring)."""
+    gp = fitted.gp
+    fit = MultiverseFit(space, GPEnsemble(gp, (gp,)), gp.X, gp.y, None if gp.warp is None else gp.warp.bounds)
+    columns = most_sensitive_continuous(fit, seed=seed)
+    view = map_view(fit, columns, resolution=resolution, seed=seed)
+    trials = MapTrials(gp.X, gp.y, np.asarray(fitted.failed, dtype=np.float64).reshape(-1, space.d))
+    return LiveMap(fitted.batch, fit, view, trials, loo_check(gp))
+
+
+def prepare_drawing() -> None:
+    """Import what drawing needs (matplotlib's Agg), ahead of the first map.
+
+    Raises:
+        MissingDependencyError: matplotlib is not installed (the message says how to add it).
+    """
+    _new_figure((1.0, 1.0))
+
+
+def live_map_pngs(live: LiveMap, metric: str, *, digits: int = 3, dpi: int = LIVE_DPI) -> dict[str, bytes]:
+    """The map's figures as PNGs, named so they sort by batch: ``batch_003_mean.png``, ``batch_003_sd.png``
+    (``batch_003_map.png`` over fewer than two continuous dims); ``digits`` pads the batch number."""
+    pngs = {}
+    for kind, figure in draw_map(live.view, live.fit.space, live.trials, metric, note=live.note()).items():
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=dpi)
+        pngs[f"batch_{live.batch:0{digits}d}_{kind}.png"] = buffer.getvalue()
+    return pngs
