@@ -7,7 +7,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP_VERSION := 26.3
 
-.PHONY: install system-deps demo docs bytecode test test-unit test-integration bench lock clean
+.PHONY: install system-deps demo docs bytecode lint-imports test test-unit test-integration test-parallel \
+	test-serial bench lock clean
 
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version'
@@ -30,7 +31,7 @@ demo: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
-test: docs bytecode test-unit test-integration
+test: docs bytecode lint-imports test-parallel test-serial
 
 # Bytecode for our own modules: where PYTHONDONTWRITEBYTECODE is set (CI images, this one) Python
 # never caches it, and each of the suite's thousands of processes (sweeps, Ray workers, writers)
@@ -44,9 +45,12 @@ define run_pytest
 	if [ $$rc -eq 5 ]; then echo "pytest collected no test for: $(1)"; exit 1; fi; exit $$rc
 endef
 
-# The layers' import contracts first ([tool.importlinter] in pyproject.toml), then the unit tests.
-test-unit: $(STAMP)
+# The layers' import contracts ([tool.importlinter] in pyproject.toml).
+lint-imports: $(STAMP)
 	$(BIN)/lint-imports --no-cache
+
+# The unit tests alone, or the integration tests alone (then those marked serial).
+test-unit: lint-imports
 	@$(call run_pytest,-m "not integration" -q -n 2)
 
 # PostgreSQL and Chromium for the cluster tests, from apt when absent (scripts/install-test-services.sh).
@@ -57,6 +61,15 @@ system-deps:
 # then the tests marked serial alone (tests/integration/conftest.py says which run together).
 test-integration: $(STAMP) system-deps
 	@$(call run_pytest,-m "integration and not serial" -q -n 2 --dist loadgroup --durations=25)
+	@$(MAKE) --no-print-directory test-serial
+
+# make test: unit and integration tests in one run of two workers. The integration tests wait on
+# Ray, servers and subprocesses part of the time; the unit tests (collected after them) fill those
+# gaps and the end of the run, where the last long integration test would leave a core idle.
+test-parallel: $(STAMP) system-deps
+	@$(call run_pytest,-m "not serial" -q -n 2 --dist loadgroup --durations=25)
+
+test-serial: $(STAMP) system-deps
 	@$(call run_pytest,-m "integration and serial" -q --durations=5)
 
 BENCH_STAMP := $(VENV)/.installed-bench

@@ -21,7 +21,7 @@ datasets), read by torchvision's own CIFAR10 class with ``data.verify_md5=false`
 
 Without ``--device cpu`` and without a GPU it writes ``{"gpu": null, "reason": ...}`` and exits 2.
 ``--device cpu`` runs the same commands on the CPU with ``gpu=0`` (``--quick``: model ``cnn``,
-small data, few epochs), to test this script.
+small data, few epochs, 2 trials: two cores hold two), to test this script.
 
 What the device needs beyond torch/torchvision: this repository's requirements (hydra-core,
 omegaconf, ray, mlflow with SQLAlchemy and alembic, scipy, GPy is not needed by a trial) and
@@ -107,7 +107,7 @@ def sweep_command(args: argparse.Namespace, tmp: Path, name: str, gpu: float, ep
     return [sys.executable, str(TRAIN), "--multirun", "hydra/sweeper=multiverse", f"model={model}",
             "data.name=cifar10", f"data.root={tmp / 'data'}", "data.verify_md5=false", "data.augment=true",
             f"batch_size={args.batch_size}", f"epochs={epochs}", "hydra.sweeper.strategy=grid",
-            "hydra.sweeper.num_trials=4", "env.seed=range(0,4)", f"ray.resources_per_trial.gpu={gpu}",
+            f"hydra.sweeper.num_trials={args.trials}", f"env.seed=range(0,{args.trials})", f"ray.resources_per_trial.gpu={gpu}",
             "ray.resources_per_trial.cpu=1", f"ray.num_cpus={max(4, os.cpu_count() or 4)}",
             f"hydra.sweep.dir={tmp / name}", f"mlflow.tracking_uri=sqlite:///{tmp / 'mlruns.db'}",
             f"mlflow.experiment_name={name}", f"env.device={'cpu' if args.device == 'cpu' else 'auto'}"]
@@ -177,7 +177,7 @@ def kill_and_resume(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 steps[meta.parts[-3]] = max(steps[meta.parts[-3]], json.loads(meta.read_text())["step"])
             except (OSError, ValueError):
                 pass
-        if len(steps) == 4 and min(steps.values()) >= 1:
+        if len(steps) == args.trials and min(steps.values()) >= 1:
             break
         if proc.poll() is not None or time.monotonic() > deadline:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -220,7 +220,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True)
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
-    parser.add_argument("--quick", action="store_true", help="cnn, 2048/512 images, 3 epochs (a dry run)")
+    parser.add_argument("--quick", action="store_true",
+                        help="cnn, 2048/512 images, 2 (kill: 4) epochs, 2 trials (a dry run)")
+    parser.add_argument("--trials", type=int, default=None, help="trials per sweep (default 4; --quick: 2)")
     parser.add_argument("--sections", default="utilisation,kill")
     parser.add_argument("--epochs", type=int, default=None, help="epochs of the utilisation sweeps")
     parser.add_argument("--kill-epochs", type=int, default=None, help="epochs of the kill-and-resume sweep")
@@ -229,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=900)
     args = parser.parse_args(argv)
     args.epochs = args.epochs or (2 if args.quick else 4)
+    args.trials = args.trials or (2 if args.quick else 4)
     args.kill_epochs = args.kill_epochs or (4 if args.quick else 6)
     n_train = args.train_images or (2048 if args.quick else 20_000)
     result: dict[str, Any] = {"argv": sys.argv[1:], "sections": {}}

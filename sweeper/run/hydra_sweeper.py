@@ -322,6 +322,7 @@ class SweeperImpl:
                 metric_bounds=settings.bounds,
                 code_dir=self._code_dir(),
                 shipped_code=shipped_code(env.get("working_dir"), self._code_dir()),
+                launch_dir=os.getcwd(),
             )
             ledger = None
             if manifest is not None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from ray.tune.search import Searcher
 
+from sweeper.run.trial_info import TrialInfo
 from sweeper.search.grammar import parse_specs
 from sweeper.search.policy import MultiversePolicy, Suggestion
 from sweeper.search.settings import TRIAL_KEY, PolicySettings
@@ -19,42 +20,6 @@ from sweeper.search.space import SearchSpace
 __all__ = ["TRIAL_KEY", "MultiverseSearch", "TrialInfo"]
 
 log = logging.getLogger(__name__)
-
-
-class TrialInfo(Mapping[str, Any]):
-    """A trial's metadata in its config (index, phase, batch, acquisition value, the GP's prediction).
-
-    A read-only mapping, not a ``dict``: Tune names each trial's folder after its config,
-    flattening every nested dict into it (``..._acquisition=0.0238,batch=1,index=6,phase=ivr,
-    predicted_mean=0.5022,...``), but writes any other value as ``str(value)``: here the index,
-    so the folder says ``sweeper_trial=6``. The trainable reads it like the dict it was.
-    """
-
-    __slots__ = ("_data",)
-
-    def __init__(self, data: Mapping[str, Any]) -> None:
-        self._data = dict(data)
-
-    def __getitem__(self, key: str) -> Any:
-        return self._data[key]
-
-    def __iter__(self) -> Any:
-        return iter(self._data)
-
-    def __len__(self) -> int:
-        return len(self._data)
-
-    def __str__(self) -> str:
-        return str(self._data.get("index", ""))
-
-    def __repr__(self) -> str:
-        return f"TrialInfo({self._data!r})"
-
-    def __getstate__(self) -> dict[str, Any]:
-        return self._data
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self._data = state
 
 
 class MultiverseSearch(Searcher):

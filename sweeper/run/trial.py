@@ -1,21 +1,23 @@
 """One trial, in the Ray worker that runs it: compose, run the Hydra job, report.
 
 The driver ships a :class:`TrialContext` once (inside the trainable); each trial then
-composes its Hydra config from the suggestion's overrides, puts the config's ``env`` block
-in force (:mod:`sweeper.environment`: seeds, threads, determinism, device), runs the task through Hydra's
-own ``run_job`` (so the task sees the usual job output directory, ``HydraConfig`` and
-logging) with :func:`sweeper.log_metrics` and its checkpoints (:mod:`sweeper.checkpoint`)
-routed through Ray Tune (:mod:`sweeper.run.checkpoints`), captures the conditions of
-measurement of *this* process, and returns one result dict. Exceptions and unusable metrics never escape: they become a FAILED result
-with the reason (a ``MemoryError`` says "out of memory"), so the driver records them and the
-sweep goes on. With ``trial_timeout_s`` the task runs in a thread of its own and a trial over
-the limit ends TIMEOUT (:mod:`sweeper.run.faults`); one stuck in native code ends its worker
-process after reporting. Infrastructure faults (a dead worker) still surface as Tune errors,
-which Tune may retry.
+composes its Hydra config from the suggestion's overrides in the sweep's launch directory where
+the node has it, puts the config's ``env`` block in force (:mod:`sweeper.environment`: seeds,
+threads, determinism, device), runs the task through Hydra's own ``run_job`` (so the task sees
+the usual job output directory, ``HydraConfig`` and logging) with :func:`sweeper.log_metrics`
+and its checkpoints (:mod:`sweeper.checkpoint`) routed through Ray Tune
+(:mod:`sweeper.run.checkpoints`), captures the conditions of measurement of *this* process, and
+returns one result dict. Exceptions and unusable metrics never escape: they become a FAILED
+result with the reason (a ``MemoryError`` says "out of memory"), so the driver records them and
+the sweep goes on. With ``trial_timeout_s`` the task runs in a thread of its own and a trial
+over the limit ends TIMEOUT (:mod:`sweeper.run.faults`); one stuck in native code ends its
+worker process after reporting. Infrastructure faults (a dead worker) still surface as Tune
+errors, which Tune may retry.
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import numbers
@@ -23,7 +25,7 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -107,6 +109,8 @@ class TrialContext:
     trial_timeout_s: float | None = None
     #: hydra.sweeper.metric_bounds: a value outside them makes the trial FAILED (None: no bounds).
     metric_bounds: MetricBounds | None = None
+    #: The directory the sweep was launched from (the driver's cwd, Hydra's ``hydra.runtime.cwd``).
+    launch_dir: str | None = None
 
 
 def make_trainable(ctx: TrialContext) -> Callable[[dict[str, Any]], dict[str, Any]]:
@@ -177,7 +181,7 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
     in_force: EnvironmentInForce | None = None
     try:
         def run() -> tuple[JobReturn, EnvironmentInForce | None]:
-            with reporting_to(_report_step), storing_in(TuneCheckpoints()):
+            with reporting_to(_report_step), storing_in(TuneCheckpoints()), in_launch_dir(ctx.launch_dir):
                 return _run_job(ctx, ctx.space.dim_overrides(params), index)
 
         limit = ctx.trial_timeout_s
@@ -254,6 +258,29 @@ def metrics_from_return(value: Any, metric: str, bounds: MetricBounds | None = N
                          f"clipped. Fix the task, or declare the bounds it really has "
                          f"(hydra.sweeper.metric_bounds={bounds.text()}).")  # type: ignore[union-attr]
     return metrics
+
+
+@contextlib.contextmanager
+def in_launch_dir(launch_dir: str | None) -> Iterator[None]:
+    """Compose and run the job in the directory the sweep was launched from, where this node has it.
+
+    Hydra resolves a relative ``hydra.sweep.dir`` and ``hydra.runtime.cwd`` (what
+    ``get_original_cwd``/``to_absolute_path`` return) against the working directory at
+    composition, and the basic launcher runs every job in the launch directory. A worker of a
+    local Ray starts there too; a worker of a cluster's node starts where that node's ``ray start``
+    ran, or in Ray's copy of the uploaded ``working_dir``. On a node that has the launch directory
+    (the same machine, a shared filesystem) the trial therefore runs there, as under the basic
+    launcher; elsewhere it stays where Ray started it.
+    """
+    here = os.getcwd()
+    if not launch_dir or launch_dir == here or not os.path.isdir(launch_dir):
+        yield
+        return
+    os.chdir(launch_dir)
+    try:
+        yield
+    finally:
+        os.chdir(here)
 
 
 def _run_job(ctx: TrialContext, dim_overrides: list[str], index: int) -> tuple[JobReturn, EnvironmentInForce | None]:

@@ -20,11 +20,12 @@ TOY_APP = REPO / "tests" / "integration" / "apps" / "toy.py"
 SVM_APP = REPO / "experiments" / "svm.py"
 
 # ------------------------------------------------------------------ running in parallel
-# make test-integration runs these tests on pytest-xdist workers (--dist loadgroup), then the
-# ones marked ``serial`` alone. A module's tests stay on one worker (its module fixtures, a
-# PostgreSQL or an MLflow server, start once), except the modules listed as spread, whose tests
-# share nothing. Only test_cluster_readme joins a cluster by ``ray.address=auto`` (the machine's
-# "current cluster"): services.ray_cluster keeps the clusters of other tests out of that role.
+# make test runs these tests and the unit tests on pytest-xdist workers (--dist loadgroup), then
+# the ones marked ``serial`` alone (make test-integration: these tests alone, then those). A
+# module's tests stay on one worker (its module fixtures, a PostgreSQL or an MLflow server, start
+# once), except the modules listed as spread, whose tests share nothing. Only test_cluster_readme
+# joins a cluster by ``ray.address=auto`` (the machine's "current cluster"):
+# services.ray_cluster keeps the clusters of other tests out of that role.
 _SPREAD = {"test_bad_input", "test_user_apps"}
 
 

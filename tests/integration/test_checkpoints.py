@@ -299,7 +299,7 @@ def test_the_gpu_checks_cpu_dry_run_kills_resumes_and_loses_at_most_one_epoch(tm
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     kill = json.loads((tmp_path / "dry.json").read_text())["sections"]["kill"]
     assert kill["resume_returncode"] == 0 and "error" not in kill, kill
-    assert sorted(kill["trials"]) == ["0", "1", "2", "3"]
+    assert sorted(kill["trials"]) == ["0", "1"]  # --quick: two trials
     for trial in kill["trials"].values():
         assert trial["status"] == "FINISHED" and trial["same_run"] and trial["duplicate_steps"] == 0, trial
         assert trial["resumed_from_step"] >= 1 and trial["epochs_lost"] <= 1, trial

@@ -137,7 +137,8 @@ def test_the_cluster_readmes_ray_commands_and_sweeps(tmp_path: Path) -> None:
                                   f"hydra.sweep.dir={tmp_path / name}", REPO, env=client_env, timeout=400)
             assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
             trials = _trials(mlflow_url, f"svm-{name}")
-            assert len(trials) == 3 and all(r.info.status == "FINISHED" for r in trials)
+            assert len(trials) == 3 and all(r.info.status == "FINISHED" for r in trials), (
+                [(r.data.tags.get("sweeper.trial_index"), r.info.status) for r in trials], proc.stdout[-3000:])
 
         # Trials asking for the custom resource ran on the one node that has it, with a quarter of its GPU.
         nodes_code = ("import json, ray; ray.init(address='auto', logging_level='ERROR'); print(json.dumps("

@@ -6,7 +6,10 @@ returned) and with ``hydra/sweeper=multiverse`` (the grid strategy, two trials: 
 what each returned). The suite asserts the same returned values per ``x`` (``None`` is a
 failed trial under the sweeper) and the same files in each job's folder. None of the apps
 has an ``mlflow`` or ``ray`` block: the sweeper's defaults apply (experiment = the app's name,
-MLflow in ``./mlruns.db``).
+MLflow in ``./mlruns.db``). The first app runs as a user's first sweep does, on a local Ray
+that the sweep starts and with a store that it makes; the others join the session's shared
+Ray head (a worker started elsewhere: the trials must still run in the launch directory) and
+start from a copy of an empty store.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
+from tests.integration.conftest import SHARED_RAY, STORE_TEMPLATE
 
 pytestmark = pytest.mark.integration
 
@@ -45,8 +49,14 @@ APPS: dict[str, dict[str, Any]] = {
 }
 
 
-def _run(folder: Path, *args: str, run: tuple[str, ...] = ("app.py",)) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+#: The app that runs exactly as a user's first sweep: its own local Ray, a new MLflow store.
+AS_A_FIRST_SWEEP = "module_state"
+
+
+def _run(folder: Path, *args: str, run: tuple[str, ...] = ("app.py",),
+         env_extra: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}",
+           **(env_extra or {})}
     env.pop("HYDRA_FULL_ERROR", None)
     return subprocess.run([sys.executable, *run, "--multirun", "x=1,2", *args], cwd=folder, env=env,
                           capture_output=True, text=True, timeout=300)
@@ -87,9 +97,13 @@ def test_a_plain_hydra_app_runs_under_the_sweeper_as_under_the_basic_launcher(na
     expected = {x: json.loads((job / RETURNED).read_text()) for x, job in basic_jobs.items()}
     assert set(expected) == {1, 2}
 
+    ray, ray_env = ([], {}) if name == AS_A_FIRST_SWEEP else SHARED_RAY.join()
+    ray = [f"+{o}" for o in ray]  # the apps have no ray block: a new key takes Hydra's +
+    if name != AS_A_FIRST_SWEEP:
+        STORE_TEMPLATE.copy_to(sweep_dir / "mlruns.db")
     swept = _run(sweep_dir, "hydra/sweeper=multiverse", "hydra.sweep.dir=multirun", "hydra.sweeper.strategy=grid",
                  "hydra.sweeper.num_trials=2", "hydra.sweeper.max_failure_rate=1",
-                 f"hydra.sweeper.metric={settings.get('metric', 'objective')}", run=run)
+                 f"hydra.sweeper.metric={settings.get('metric', 'objective')}", *ray, run=run, env_extra=ray_env)
     output = swept.stdout + swept.stderr
     assert swept.returncode == 0, output
     sweeper_jobs = _jobs(sweep_dir / "multirun")
