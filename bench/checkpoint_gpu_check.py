@@ -107,8 +107,9 @@ def sweep_command(args: argparse.Namespace, tmp: Path, name: str, gpu: float, ep
     return [sys.executable, str(TRAIN), "--multirun", "hydra/sweeper=multiverse", f"model={model}",
             "data.name=cifar10", f"data.root={tmp / 'data'}", "data.verify_md5=false", "data.augment=true",
             f"batch_size={args.batch_size}", f"epochs={epochs}", "hydra.sweeper.strategy=grid",
-            f"hydra.sweeper.num_trials={args.trials}", f"env.seed=range(0,{args.trials})", f"ray.resources_per_trial.gpu={gpu}",
-            "ray.resources_per_trial.cpu=1", f"ray.num_cpus={max(4, os.cpu_count() or 4)}",
+            f"hydra.sweeper.num_trials={args.trials}", f"env.seed=range(0,{args.trials})",
+            f"ray.resources_per_trial.gpu={gpu}", "ray.resources_per_trial.cpu=1",
+            f"ray.num_cpus={max(4, os.cpu_count() or 4)}",
             f"hydra.sweep.dir={tmp / name}", f"mlflow.tracking_uri=sqlite:///{tmp / 'mlruns.db'}",
             f"mlflow.experiment_name={name}", f"env.device={'cpu' if args.device == 'cpu' else 'auto'}"]
 
