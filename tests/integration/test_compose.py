@@ -18,6 +18,16 @@ from tests.integration.conftest import TOY_APP
 pytestmark = pytest.mark.integration
 
 
+@pytest.fixture(autouse=True)
+def _hydra_config_restored() -> Iterator[None]:
+    """These tests set Hydra's process-wide HydraConfig; the tests run after them in this pytest
+    worker (unit tests too: make test runs both in one run) must not find a Hydra job in force."""
+    instance = HydraConfig.instance()
+    before = instance.cfg
+    yield
+    instance.cfg = before
+
+
 @pytest.fixture()
 def toy_context(tmp_path: Path) -> Iterator[tuple[HydraContext, DictConfig]]:
     from hydra._internal.callbacks import Callbacks
