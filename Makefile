@@ -58,16 +58,17 @@ system-deps:
 	@bash scripts/install-test-services.sh
 
 # Two pytest-xdist workers (2 cores: the tests wait on Ray, servers and subprocesses part of the time),
-# then the tests marked serial alone (tests/integration/conftest.py says which run together).
+# a module's tests on one worker (--dist loadscope: its module fixtures start once), then the tests
+# marked serial alone.
 test-integration: $(STAMP) system-deps
-	@$(call run_pytest,-m "integration and not serial" -q -n 2 --dist loadgroup --durations=25)
+	@$(call run_pytest,-m "integration and not serial" -q -n 2 --dist loadscope --durations=25)
 	@$(MAKE) --no-print-directory test-serial
 
 # make test: unit and integration tests in one run of two workers. The integration tests wait on
 # Ray, servers and subprocesses part of the time; the unit tests (collected after them) fill those
 # gaps and the end of the run, where the last long integration test would leave a core idle.
 test-parallel: $(STAMP) system-deps
-	@$(call run_pytest,-m "not serial" -q -n 2 --dist loadgroup --durations=25)
+	@$(call run_pytest,-m "not serial" -q -n 2 --dist loadscope --durations=25)
 
 test-serial: $(STAMP) system-deps
 	@$(call run_pytest,-m "integration and serial" -q --durations=5)

@@ -20,21 +20,14 @@ TOY_APP = REPO / "tests" / "integration" / "apps" / "toy.py"
 SVM_APP = REPO / "experiments" / "svm.py"
 
 # ------------------------------------------------------------------ running in parallel
-# make test runs these tests and the unit tests on pytest-xdist workers (--dist loadgroup), then
-# the ones marked ``serial`` alone (make test-integration: these tests alone, then those). A
-# module's tests stay on one worker (its module fixtures, a PostgreSQL or an MLflow server, start
-# once), except the modules listed as spread, whose tests share nothing. Only test_cluster_readme
-# joins a cluster by ``ray.address=auto`` (the machine's "current cluster"):
-# services.ray_cluster keeps the clusters of other tests out of that role.
-_SPREAD = {"test_bad_input", "test_user_apps"}
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    for item in items:
-        module = item.module.__name__ if item.module else ""
-        if module.startswith("tests.integration.") and item.get_closest_marker("xdist_group") is None:
-            if module.rsplit(".", 1)[-1] not in _SPREAD:
-                item.add_marker(pytest.mark.xdist_group(module))
+# make test runs these tests and the unit tests on two pytest-xdist workers with --dist loadscope,
+# then the ones marked ``serial`` alone (make test-integration: these tests alone, then those).
+# loadscope keeps each module's tests on one worker, so its module fixtures (a Ray cluster, a
+# PostgreSQL, an MLflow server, a sweep) start once. (--dist loadgroup with per-module
+# xdist_group marks, used before, grouped nothing under pytest 9.2 and pytest-xdist 3.8: a
+# module's fixtures were set up again on each worker that got one of its tests.) Only test_cluster_readme joins a cluster by
+# ``ray.address=auto`` (the machine's "current cluster"): services.ray_cluster keeps the
+# clusters of other tests out of that role.
 
 
 @dataclass
