@@ -37,6 +37,7 @@ import collections
 import json
 import os
 import pickle
+import re
 import signal
 import statistics
 import subprocess
@@ -200,6 +201,10 @@ def kill_and_resume(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                               "resume_wall_s": round(time.monotonic() - started, 1)}
     if resumed.returncode != 0:
         result["error"] = (resumed.stdout + resumed.stderr)[-3000:]
+    said = re.search(r"\d+ trials in flight continue from their checkpoints", resumed.stdout + resumed.stderr)
+    result["resume_said"] = said.group(0) if said else None
+    # Ended trials' checkpoints are deleted from storage (hydra.sweeper.checkpoints.keep_finished_checkpoints).
+    result["checkpoints_left"] = sorted(str(p.relative_to(tmp / name)) for p in (tmp / name).rglob("checkpoint_*"))
     trials = {}
     for r in runs_of(tmp, name):
         index = int(r.data.tags["sweeper.trial_index"])
@@ -210,6 +215,7 @@ def kill_and_resume(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                          "epochs_done_at_kill": done_at_kill + 1, "resumed_from_step": from_step,
                          "epochs_lost": max(0, done_at_kill - from_step),
                          "duplicate_steps": len(history) - len(set(history)),
+                         "steps_complete": sorted(set(history)) == list(range(args.kill_epochs)),
                          "test_acc": r.data.metrics.get("test_acc")}
     result["trials"] = dict(sorted(trials.items()))
     lost = [t["epochs_lost"] for t in trials.values()]
