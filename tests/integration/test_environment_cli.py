@@ -24,8 +24,11 @@ TORCH_APP = REPO / "tests" / "integration" / "apps" / "torchy.py"
 
 @pytest.fixture(scope="module")
 def env_sweep(tmp_path_factory: pytest.TempPathFactory) -> Sweep:
+    """The sweep of the module docstring, on a local Ray told there is one GPU (there is none here): its
+    trials share it at 0.25 each (and half a CPU), four at a time, as a fractional-GPU sweep does."""
     tmp = tmp_path_factory.mktemp("env")
-    sweep = run_cli(TORCH_APP, tmp, "env.seed=choice(0,1)", "env.threads=choice(1,2)", "env.deterministic=true")
+    sweep = run_cli(TORCH_APP, tmp, "env.seed=choice(0,1)", "env.threads=choice(1,2)", "env.deterministic=true",
+                    "ray.num_gpus=1", "ray.resources_per_trial.gpu=0.25", "ray.resources_per_trial.cpu=0.5")
     assert sweep.proc.returncode == 0, sweep.output
     return sweep
 
@@ -53,7 +56,9 @@ def test_recorded_conditions_are_the_settings_read_back(env_sweep: Sweep) -> Non
         assert {p.split("=")[1] for p in tags["sweeper.env_in_force.blas_threads"].split(",")} == {threads}
         assert tags["sweeper.env_in_force.seed"] == params["env.seed"] == tags["sweeper.seed"]
         assert tags["sweeper.env_in_force.deterministic"] == "true"
-        assert tags["sweeper.env_in_force.device"] == "cpu" and r.data.metrics["on_cuda"] == 0.0
+        on_cuda = _torch_has_gpu()  # the sweep's trials hold a quarter of a GPU each
+        assert tags["sweeper.env_in_force.device"] == ("cuda" if on_cuda else "cpu")
+        assert r.data.metrics["on_cuda"] == float(on_cuda)
         for key in ("host", "os", "python", "cpu.model", "cpu.count", "packages.sha256", "pkg.torch", "cuda.version",
                     "env_in_force.matmul_precision", "env_in_force.cudnn_enabled"):
             assert f"sweeper.{key}" in tags, key
@@ -101,15 +106,11 @@ def test_a_bad_env_value_stops_the_sweep_before_any_trial(tmp_path: Path) -> Non
     assert not (tmp_path / "mlruns.db").exists()  # nothing was recorded: no trial ran
 
 
-def test_fractional_gpus_are_assigned_and_auto_falls_back_to_the_cpu(tmp_path: Path) -> None:
-    # Ray is told there is one GPU (there is none here): four trials share it at 0.25 each,
-    # Ray sets CUDA_VISIBLE_DEVICES for them, and env.device=auto still runs on the CPU because
-    # torch sees no usable GPU -- the path a CPU-only CI and a misconfigured node both take.
-    sweep = run_cli(TORCH_APP, tmp_path, "ray.num_gpus=1", "ray.resources_per_trial.gpu=0.25",
-                    "ray.resources_per_trial.cpu=0.5", "env.seed=choice(0,1,2,3)", "hydra.sweeper.num_trials=4")
-    assert sweep.proc.returncode == 0, sweep.output
-    _, runs = sweep.runs("torchy")
-    assert len(runs) == 4
+def test_fractional_gpus_are_assigned_and_auto_falls_back_to_the_cpu(env_sweep: Sweep) -> None:
+    # Ray set CUDA_VISIBLE_DEVICES for each trial of its one GPU, and env.device=auto (the default) still
+    # ran on the CPU because torch sees no usable GPU: the path a CPU-only CI and a misconfigured node both take.
+    _, runs = env_sweep.runs("torchy")
+    assert len(runs) == 8
     for r in runs:
         assert r.data.tags["sweeper.gpu.visible"] == "0"
         assert r.data.tags["sweeper.env_in_force.device"] == ("cuda" if _torch_has_gpu() else "cpu")
