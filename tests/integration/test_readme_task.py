@@ -16,6 +16,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.documented import block_commands, documented, run_documented
+from tests.integration.conftest import SHARED_RAY
 
 pytestmark = pytest.mark.integration
 
@@ -73,9 +74,12 @@ def test_the_docs_task_and_commands_run_as_written(tmp_path: Path) -> None:
     assert runs == [documented("python experiments/my_task.py --multirun hydra/sweeper=multiverse"),
                     documented("python experiments/my_task.py --multirun hydra/sweeper=multiverse "
                                "'lr=tag(log, interval(1e-5, 1e-1))' epochs=20 hydra.sweeper.num_trials=64")]
+    # On the session's shared Ray head (the README's sweep above shows a first sweep's own local Ray).
+    ray, ray_env = SHARED_RAY.join()
     for i, command in enumerate(runs):
         small = command.replace("num_trials=64", "num_trials=6")
-        proc = run_documented(f"{small} {SMALL} hydra.sweep.dir=multirun-{i}", tmp_path, timeout=300)
+        proc = run_documented(f"{small} {SMALL} hydra.sweep.dir=multirun-{i} {' '.join(ray)}", tmp_path,
+                              env=ray_env, timeout=300)
         output = proc.stdout + proc.stderr
         assert proc.returncode == 0, f"{command}\n{output[-4000:]}"
         assert "Finished 6 trials (0 failed)" in output, output[-4000:]
