@@ -10,6 +10,10 @@ cores (bench/overhead.py). :class:`WriterProcess` runs the same
 process (spawned lean: :mod:`sweeper.helper_process`) and forwards each write to it through
 a queue, so the driver only pickles it.
 
+The child is forked before the driver runs any thread where it can be (:class:`WriterStart`:
+the sweep's driver does it first thing, with MLflow imported and no connection open, so the
+child starts with MLflow at no cost), and spawned otherwise.
+
 The handles of runs are made here, so the driver can name a run in later writes at once;
 the MLflow ids behind them, the failed writes and the number of spooled writes come back
 when the writer closes. A driver that dies (SIGKILL) takes nothing more with it than the
@@ -22,11 +26,13 @@ import logging
 import os
 import queue
 import signal
+import sys
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sweeper.helper_process import SPAWN, orphaned, start_helper
+from sweeper.helper_process import FORK, SPAWN, fork_helper, orphaned, start_helper
 from sweeper.record.spool import DurableWriter, _jsonable, new_handle
 
 log = logging.getLogger(__name__)
@@ -35,26 +41,83 @@ log = logging.getLogger(__name__)
 _PARENT_CHECK_S = 1.0
 
 
+@dataclass
+class WriterStart:
+    """A writer process started before the sweep's MLflow records are open; :class:`WriterProcess` adopts it.
+
+    Attributes:
+        process: the child, waiting for the tracker to write through.
+        spool_path: where its writes wait while the tracking server is away (None: no spool).
+        writes: the queue of writes to the child.
+        outcome: the queue of what the child reports when it closes.
+        adopted: a :class:`WriterProcess` writes through it (else :meth:`discard` ends it).
+    """
+
+    process: Any
+    spool_path: Path | None
+    writes: Any
+    outcome: Any
+    adopted: bool = False
+
+    @classmethod
+    def fork(cls, spool_path: Path | None) -> WriterStart | None:
+        """Fork the writer now, MLflow imported first (None: this process runs threads already).
+
+        Call it before any thread starts and before any MLflow store or connection is opened,
+        which the child would share.
+        """
+        import sweeper.record.tracking  # noqa: F401 - MLflow, imported once for both processes
+
+        if FORK is None:
+            return None
+        writes, outcome = FORK.Queue(), FORK.Queue()
+        for stream in (sys.stdout, sys.stderr):  # what they hold would be written again by the child
+            stream.flush()
+        process = fork_helper(_serve, (str(spool_path) if spool_path else None, writes, outcome, os.getpid()),
+                              "mlflow-writer")
+        return None if process is None else cls(process, spool_path, writes, outcome)
+
+    @classmethod
+    def spawn(cls, spool_path: Path | None) -> WriterStart:
+        """Spawn the writer (it imports MLflow itself)."""
+        writes, outcome = SPAWN.Queue(), SPAWN.Queue()
+        process = start_helper(_serve, (str(spool_path) if spool_path else None, writes, outcome, os.getpid()),
+                               "mlflow-writer")
+        return cls(process, spool_path, writes, outcome)
+
+    def discard(self) -> None:
+        """End the child if no :class:`WriterProcess` adopted it (e.g. Ray failed to start)."""
+        if not self.adopted:
+            self.adopted = True
+            self.writes.put(None)
+            self.process.join(timeout=10)
+
+
 class WriterProcess:
     """:class:`~sweeper.record.spool.DurableWriter`'s interface, the writing done in a child process.
 
     Args:
         tracker: the driver's ``MLflowTracker`` (its URI and experiment are reopened in the child).
         spool_path: where writes wait while the tracking server is away (None: no spool).
+        started: the child, forked early (:meth:`WriterStart.fork`, with this ``spool_path``);
+            None: spawn it now.
     """
 
-    def __init__(self, tracker: Any, spool_path: Path | None) -> None:
+    def __init__(self, tracker: Any, spool_path: Path | None, started: WriterStart | None = None) -> None:
         self.tracker = tracker
         self.spool_path = spool_path
         self.failures: list[str] = []
         self._ids: dict[str, str] = {}
         self._spooled = 0
-        self._writes: Any = SPAWN.Queue()
-        self._outcome: Any = SPAWN.Queue()
-        self._process = start_helper(
-            _serve, (tracker.tracking_uri, tracker.experiment_name, tracker.experiment_id,
-                     str(spool_path) if spool_path else None, self._writes, self._outcome, os.getpid()),
-            "mlflow-writer")
+        if started is not None and started.spool_path != spool_path:
+            started.discard()  # it would spool elsewhere
+        if started is None or started.adopted:
+            started = WriterStart.spawn(spool_path)
+        started.adopted = True
+        self._writes: Any = started.writes
+        self._outcome: Any = started.outcome
+        self._process = started.process
+        self._writes.put((tracker.tracking_uri, tracker.experiment_name, tracker.experiment_id))
 
     # ---------------------------------------------------------------- the writes
     def start_run(self, what: str, run_name: str, *, parent_run_id: str | None = None,
@@ -114,11 +177,9 @@ class WriterProcess:
         self._writes.put((kind, args, kwargs))
 
 
-def _serve(tracking_uri: str, experiment_name: str, experiment_id: str, spool_path: str | None,
-           writes: Any, outcome: Any, parent_pid: int) -> None:
-    """The child: apply each write through a DurableWriter until told to close or the driver is gone."""
-    from sweeper.record.tracking import MLflowTracker
-
+def _serve(spool_path: str | None, writes: Any, outcome: Any, parent_pid: int) -> None:
+    """The child: wait for the tracker's URI and experiment (the first item), then apply each write
+    through a DurableWriter until told to close or the driver is gone."""
     # Ctrl-C and SIGTERM reach the whole process group: the driver decides, and closes us; if
     # it dies instead, we notice below and send what reached us first.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -128,19 +189,29 @@ def _serve(tracking_uri: str, experiment_name: str, experiment_id: str, spool_pa
     ours = logging.getLogger("sweeper")
     ours.handlers[:] = [handler]
     ours.setLevel(logging.INFO)
-    writer = DurableWriter(MLflowTracker(tracking_uri, experiment_name, experiment_id),
-                           Path(spool_path) if spool_path else None)
+    ours.propagate = False  # forked: the driver's handlers (Hydra's console and log file) are here too
+    writer: DurableWriter | None = None
     while True:
         try:
             item = writes.get(timeout=_PARENT_CHECK_S)
         except queue.Empty:
             if orphaned(parent_pid):  # the driver died: what reached us is written, then we end
-                log.warning("the sweep's driver ended without closing its MLflow writer")
+                if writer is not None:
+                    log.warning("the sweep's driver ended without closing its MLflow writer")
                 break
+            continue
+        if writer is None:
+            if item is None:  # discarded before any write
+                return
+            from sweeper.record.tracking import MLflowTracker
+
+            writer = DurableWriter(MLflowTracker(*item), Path(spool_path) if spool_path else None)
             continue
         if item is None:
             break
         kind, args, kwargs = item
         getattr(writer, kind)(*args, **kwargs)
+    if writer is None:
+        return
     writer.close()
     outcome.put((writer.handles(), list(writer.failures), writer.spooled))

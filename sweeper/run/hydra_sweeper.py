@@ -30,6 +30,7 @@ from sweeper.errors import SweeperConfigError, TrialFailuresExceeded
 from sweeper.record.conditions import capture_conditions, shipped_code
 from sweeper.record.redaction import redact_text
 from sweeper.record.spool import SPOOL_FILE, DurableWriter
+from sweeper.record.writer_process import WriterStart
 from sweeper.run.checkpoints import CheckpointSettings, newest_checkpoint, storage_filesystem
 from sweeper.run.cluster import address_problem, is_client_address, storage_path, tune_experiment_path
 from sweeper.run.compose import TrialComposer
@@ -102,6 +103,9 @@ class SweeperImpl:
             policy_settings.batch_size, policy_settings.num_trials, policy_settings.seed,
             policy_settings.deterministic, ", ".join(f"{k}: {v}" for k, v in space.describe().items()),
         )
+        # The MLflow writer process, forked while this process has no other thread (through Ray
+        # Client the writer is a thread on the head instead).
+        writer_start = None if is_client_address(ray_cfg.get("address")) else WriterStart.fork(sweep_dir / SPOOL_FILE)
         # MLflow's store (its schema migrations on a new SQLite file take seconds) and the
         # sweep's run open in a thread while Ray starts; the trials wait for both.
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow-open")
@@ -110,12 +114,14 @@ class SweeperImpl:
         status = "FAILED"
         try:
             recorder, searcher = self._run_tune(space, composer, policy_settings, ray_cfg, opening, sweep_dir,
-                                               manifest)
+                                               manifest, writer_start)
             status = "FINISHED" if recorder.suspended is None else "PREEMPTED"
         except KeyboardInterrupt:
             status = "KILLED"
             raise
         finally:
+            if writer_start is not None:
+                writer_start.discard()  # unless the sweep's writer adopted it
             if status not in ("FINISHED", "PREEMPTED"):
                 try:
                     tracker, parent_run_id = opening.result()
@@ -300,7 +306,7 @@ class SweeperImpl:
     # ---------------------------------------------------------------- Ray Tune
     def _run_tune(self, space: SearchSpace, composer: TrialComposer, settings: PolicySettings,
                   ray_cfg: dict[str, Any], opening: Future[tuple[Any, str]], sweep_dir: Path,
-                  manifest: SweepManifest | None = None) -> tuple[Any, Any]:
+                  manifest: SweepManifest | None = None, writer_start: WriterStart | None = None) -> tuple[Any, Any]:
         for key, value in _TUNE_ENV.items():
             os.environ.setdefault(key, value)
         import ray
@@ -340,7 +346,8 @@ class SweeperImpl:
                               space.to_dict(), settings.strategy, settings.seed, settings.num_trials,
                               current_command(), os.getcwd()).save(sweep_dir)
             job = TuneJob(space, settings, self.metric, ray_cfg, tracker, parent_run_id, ctx, tune_storage, tune_name,
-                          ledger, str(sweep_dir / SPOOL_FILE), checkpoints=self.checkpoints, live_maps=self.live_maps)
+                          ledger, str(sweep_dir / SPOOL_FILE), checkpoints=self.checkpoints, live_maps=self.live_maps,
+                          writer_start=writer_start)
             recorder, searcher = run_on_head(job) if client else run_tune(job)
             (sweep_dir / SEARCHER_STATE_FILE).write_text(json.dumps(searcher.get_state()), encoding="utf-8")
             return recorder, searcher

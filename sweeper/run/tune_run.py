@@ -46,6 +46,8 @@ class TuneJob:
     writer_process: bool = True
     checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
     live_maps: bool = True  # each GP batch's map on the sweep's run while it runs (sweeper.run.live_maps)
+    #: The writer process, forked before the driver started threads (None: spawned here).
+    writer_start: Any = None
 
 
 def run_tune(job: TuneJob) -> tuple[Any, Any]:
@@ -63,7 +65,7 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     settings = job.settings
     searcher = MultiverseSearch(job.space, metric=job.metric, **asdict(settings))
     spool = Path(job.spool_path) if job.spool_path else None
-    writer = WriterProcess(job.tracker, spool) if job.writer_process else None
+    writer = WriterProcess(job.tracker, spool, job.writer_start) if job.writer_process else None
     in_flight = job.ledger.in_flight if job.ledger is not None else {}
     keeper = CheckpointKeeper(job.checkpoints.keep_finished_checkpoints,
                               {i: run.trial_dir for i, run in in_flight.items()})

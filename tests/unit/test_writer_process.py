@@ -71,3 +71,44 @@ def _alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
     except OSError:
         return False
+
+
+def test_a_writer_forked_before_any_thread_writes_the_records_and_none_is_forked_beside_a_thread(
+        tmp_path: Path) -> None:
+    """The sweep's driver forks its writer first thing (MLflow imported, no store open); the child then
+    opens its own store. With another thread running, no fork: the writer is spawned as before."""
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    driver = (
+        "import threading, time\n"
+        "from sweeper.record.tracking import MLflowTracker\n"
+        "from sweeper.record.writer_process import WriterProcess, WriterStart\n"
+        f"start = WriterStart.fork({str(tmp_path / 'spool.jsonl')!r})\n"
+        "forked = start.process._popen.method if start else None\n"
+        f"tracker = MLflowTracker({uri!r}, 'writer')\n"  # the store, opened after the fork
+        "parent = tracker.start_run('sweep')\n"
+        f"writer = WriterProcess(tracker, {str(tmp_path / 'spool.jsonl')!r}, start)\n"
+        "handle = writer.start_run('creating', 'trial-0', parent_run_id=parent, params={'x': 0.5})\n"
+        "writer.log('closing', handle, metrics={'score': 0.75})\n"
+        "writer.finish('closing', handle, 'FINISHED')\n"
+        "writer.close()\n"
+        "threading.Thread(target=time.sleep, args=(2,), daemon=True).start()\n"
+        "beside = WriterStart.fork(None)\n"
+        "print(forked, writer.run_id(handle), writer.failures, beside)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    method, run_id, failures, beside = proc.stdout.split()
+    assert (method, failures, beside) == ("fork", "[]", "None")
+    run = MLflowTracker(uri, "writer").client.get_run(run_id)
+    assert run.info.status == "FINISHED" and run.data.params == {"x": "0.5"} and run.data.metrics == {"score": 0.75}
+
+
+def test_a_forked_writer_nobody_adopted_ends_when_discarded() -> None:
+    driver = (
+        "from sweeper.record.writer_process import WriterStart\n"
+        "start = WriterStart.fork(None)\n"
+        "start.discard()\n"
+        "print(start.process.exitcode)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["0"], proc.stdout + proc.stderr[-3000:]
