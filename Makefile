@@ -61,14 +61,15 @@ system-deps:
 # a module's tests on one worker (--dist loadscope: its module fixtures start once), then the tests
 # marked serial alone.
 test-integration: $(STAMP) system-deps
-	@$(call run_pytest,-m "integration and not serial" -q -n 2 --dist loadscope --durations=25)
+	@$(call run_pytest,-m "integration and not serial" -q -n 2 --dist loadscope --no-loadscope-reorder --durations=25)
 	@$(MAKE) --no-print-directory test-serial
 
 # make test: unit and integration tests in one run of two workers. The integration tests wait on
-# Ray, servers and subprocesses part of the time; the unit tests (collected after them) fill those
-# gaps and the end of the run, where the last long integration test would leave a core idle.
+# Ray, servers and subprocesses part of the time; the longest modules start first (tests/conftest.py's
+# LONGEST_FIRST, kept in that order by --no-loadscope-reorder), and the unit tests (collected last)
+# fill the gaps and the end of the run, where the last long integration test would leave a core idle.
 test-parallel: $(STAMP) system-deps
-	@$(call run_pytest,-m "not serial" -q -n 2 --dist loadscope --durations=25)
+	@$(call run_pytest,-m "not serial" -q -n 2 --dist loadscope --no-loadscope-reorder --durations=25)
 
 test-serial: $(STAMP) system-deps
 	@$(call run_pytest,-m "integration and serial" -q --durations=5)
