@@ -52,9 +52,10 @@ class TrialComposer:
         self.split_ok = False  # set by verify() in the driver: split() gives Hydra's values
         self._base: DictConfig | None = None
         self._parts: _SplitBase | None = None
+        self._composed: DictConfig | None = None  # compose_full([]), composed once per process
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_base": None, "_parts": None}  # each process composes its own
+        return {**self.__dict__, "_base": None, "_parts": None, "_composed": None}  # each process composes its own
 
     def compose_full(self, dim_overrides: Sequence[str]) -> DictConfig:
         """Hydra's own path: the whole defaults tree, composed anew."""
@@ -67,7 +68,7 @@ class TrialComposer:
         if not self.fast:
             return self.compose_full(dim_overrides)
         if self._base is None:
-            self._base = self.compose_full([])
+            self._base = self._composed_base()
         cfg = copy.deepcopy(self._base)
         parsed = OverridesParser.create().parse_overrides(list(dim_overrides))
         ConfigLoaderImpl._apply_overrides_to_config(parsed, cfg)
@@ -90,7 +91,7 @@ class TrialComposer:
         """
         assert self.split_ok, "split() is the fast path; verify() did not allow it"
         if self._parts is None:
-            self._parts = _SplitBase.of(self.compose_full([]), self.fixed_overrides)
+            self._parts = _SplitBase.of(copy.deepcopy(self._composed_base()), self.fixed_overrides)
             OmegaConf.copy_cache(from_config=self.master_config, to_config=self._parts.hydra)
         parts = self._parts
         task_cfg = copy.deepcopy(parts.task)
@@ -111,6 +112,13 @@ class TrialComposer:
             output_dir = os.path.abspath(os.path.join(str(hydra.sweep.dir), str(hydra.sweep.subdir)))
             hydra.runtime.output_dir = tree["runtime"]["output_dir"] = output_dir
         return TrialParts(task_cfg, parts.hydra, output_dir, parts.hydra_tree)
+
+    def _composed_base(self) -> DictConfig:
+        """The config without the trial's overrides, Hydra's full path, composed once in this process
+        (the driver's check and first trial config used to compose it three times); callers copy it."""
+        if self._composed is None:
+            self._composed = self.compose_full([])
+        return self._composed
 
     def verify(self, dim_overrides: Sequence[str]) -> bool:
         """Enable the fast path if it gives exactly Hydra's config for these overrides.
