@@ -137,25 +137,43 @@ def members_for(n: int) -> int:
     return KEPT if n <= 100 else 16 if n <= 500 else 4 if n <= 2000 else 1
 
 
-def _log_prior(theta: NDArray[np.float64], slots: list[Slot]) -> float:
-    lp, i = 0.0, 0
-    for s in slots:
-        v = theta[i:i + s.size]
-        value = np.exp(v) if s.log else v
-        if np.any(value < s.box[0]) or np.any(value > s.box[1]):
+class _LogPrior:
+    """``theta -> log p(theta)`` (up to a constant) of the slots' normal priors, ``-inf`` outside their boxes.
+
+    The slots' settings as flat arrays, so one evaluation is a few numpy calls, not a loop of
+    them per slot (it was 30 % of the sampler's time); the sum still runs slot by slot, in
+    order, so a density is bit for bit what the loop gave.
+    """
+
+    def __init__(self, slots: list[Slot]) -> None:
+        def flat(value: Callable[[Slot], Any]) -> NDArray[Any]:
+            return np.concatenate([np.full(s.size, value(s)) for s in slots])
+
+        self.log = flat(lambda s: s.log).astype(bool)
+        self.low, self.high = flat(lambda s: s.box[0]), flat(lambda s: s.box[1])
+        self.mean, self.sd = flat(lambda s: s.prior[0]), flat(lambda s: s.prior[1])
+        self.ends = np.cumsum([s.size for s in slots]).tolist()
+
+    def __call__(self, theta: NDArray[np.float64]) -> float:
+        value = theta.copy()
+        np.exp(theta, out=value, where=self.log)  # the log slots' values; the others as they are
+        if np.any(value < self.low) or np.any(value > self.high):
             return -math.inf
-        lp -= 0.5 * float(np.sum(((v - s.prior[0]) / s.prior[1]) ** 2))
-        i += s.size
-    return lp
+        squares = ((theta - self.mean) / self.sd) ** 2
+        lp, start = 0.0, 0
+        for end in self.ends:
+            lp -= 0.5 * float(np.sum(squares[start:end]))
+            start = end
+        return lp
 
 
 def _log_posterior(gp: GPFit, X: NDArray[np.float64], y: NDArray[np.float64]) -> Callable[[NDArray[np.float64]], float]:
     """``theta -> log p(y | theta) + log p(theta)`` on the points ``(X, y)`` (``gp`` gives the layout)."""
-    slots = parameter_slots(gp)
+    log_prior = _LogPrior(parameter_slots(gp))
     z_plain = (y - gp.y_mean) / gp.y_std  # without a warp: the standardised outputs, as fit_gp fits them
 
     def logp(theta: NDArray[np.float64]) -> float:
-        lp = _log_prior(theta, slots)
+        lp = log_prior(theta)
         if not math.isfinite(lp):
             return -math.inf
         terms, noise, warp, inputs = unpack(theta, gp)
