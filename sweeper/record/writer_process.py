@@ -7,7 +7,7 @@ so every trial waited for the previous trials' records: with a task that costs n
 a sweep of 200 trials spent ~95 ms per trial with its records and ~30 ms without, on 2
 cores (bench/overhead.py). :class:`WriterProcess` runs the same
 :class:`~sweeper.record.spool.DurableWriter` (retries, spool, order, local handles) in a child
-process (spawned lean: :mod:`sweeper.helper_process`) and forwards each write to it through
+process (:mod:`sweeper.helper_process`) and forwards each write to it through
 a queue, so the driver only pickles it.
 
 The child is forked before the driver runs any thread where it can be (:class:`WriterStart`:
