@@ -70,20 +70,24 @@ class WriterStart:
 
         if FORK is None:
             return None
-        writes, outcome = FORK.Queue(), FORK.Queue()
         for stream in (sys.stdout, sys.stderr):  # what they hold would be written again by the child
             stream.flush()
-        process = fork_helper(_serve, (str(spool_path) if spool_path else None, writes, outcome, os.getpid()),
-                              "mlflow-writer")
-        return None if process is None else cls(process, spool_path, writes, outcome)
+        return cls._started(spool_path, FORK, fork_helper)
 
     @classmethod
     def spawn(cls, spool_path: Path | None) -> WriterStart:
         """Spawn the writer (it imports MLflow itself)."""
-        writes, outcome = SPAWN.Queue(), SPAWN.Queue()
-        process = start_helper(_serve, (str(spool_path) if spool_path else None, writes, outcome, os.getpid()),
-                               "mlflow-writer")
-        return cls(process, spool_path, writes, outcome)
+        started = cls._started(spool_path, SPAWN, start_helper)
+        assert started is not None
+        return started
+
+    @classmethod
+    def _started(cls, spool_path: Path | None, context: Any, start: Any) -> WriterStart | None:
+        """The child started by ``start`` (:func:`fork_helper` or :func:`start_helper`), with ``context``'s queues."""
+        writes, outcome = context.Queue(), context.Queue()
+        process = start(_serve, (str(spool_path) if spool_path else None, writes, outcome, os.getpid()),
+                        "mlflow-writer")
+        return None if process is None else cls(process, spool_path, writes, outcome)
 
     def discard(self) -> None:
         """End the child if no :class:`WriterProcess` adopted it (e.g. Ray failed to start)."""
@@ -109,8 +113,7 @@ class WriterProcess:
         self.failures: list[str] = []
         self._ids: dict[str, str] = {}
         self._spooled = 0
-        if started is not None and started.spool_path != spool_path:
-            started.discard()  # it would spool elsewhere
+        assert started is None or started.spool_path == spool_path, (started.spool_path, spool_path)
         if started is None or started.adopted:
             started = WriterStart.spawn(spool_path)
         started.adopted = True
