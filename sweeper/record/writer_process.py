@@ -60,13 +60,16 @@ class WriterStart:
     adopted: bool = False
 
     @classmethod
-    def fork(cls, spool_path: Path | None) -> WriterStart | None:
-        """Fork the writer now, MLflow imported first (None: this process runs threads already).
+    def fork(cls, spool_path: Path | None, tracking_uri: str) -> WriterStart | None:
+        """Fork the writer now, MLflow and the code of the store at ``tracking_uri`` imported first
+        (None: this process runs threads already).
 
         Call it before any thread starts and before any MLflow store or connection is opened,
         which the child would share.
         """
-        import sweeper.record.tracking  # noqa: F401 - MLflow, imported once for both processes
+        from sweeper.record.tracking import import_store  # MLflow, imported once for both processes
+
+        import_store(tracking_uri)
 
         if FORK is None:
             return None

@@ -105,7 +105,9 @@ class SweeperImpl:
         )
         # The MLflow writer process, forked while this process has no other thread (through Ray
         # Client the writer is a thread on the head instead).
-        writer_start = None if is_client_address(ray_cfg.get("address")) else WriterStart.fork(sweep_dir / SPOOL_FILE)
+        tracking_uri = manifest.tracking_uri if manifest is not None else str(self._block("mlflow")["tracking_uri"])
+        writer_start = None if is_client_address(ray_cfg.get("address")) else WriterStart.fork(
+            sweep_dir / SPOOL_FILE, tracking_uri)
         # MLflow's store (its schema migrations on a new SQLite file take seconds) and the
         # sweep's run open in a thread while Ray starts; the trials wait for both.
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow-open")

@@ -82,7 +82,7 @@ def test_a_writer_forked_before_any_thread_writes_the_records_and_none_is_forked
         "import threading, time\n"
         "from sweeper.record.tracking import MLflowTracker\n"
         "from sweeper.record.writer_process import WriterProcess, WriterStart\n"
-        f"start = WriterStart.fork({str(tmp_path / 'spool.jsonl')!r})\n"
+        f"start = WriterStart.fork({str(tmp_path / 'spool.jsonl')!r}, {uri!r})\n"
         "forked = start.process._popen.method if start else None\n"
         f"tracker = MLflowTracker({uri!r}, 'writer')\n"  # the store, opened after the fork
         "parent = tracker.start_run('sweep')\n"
@@ -92,7 +92,7 @@ def test_a_writer_forked_before_any_thread_writes_the_records_and_none_is_forked
         "writer.finish('closing', handle, 'FINISHED')\n"
         "writer.close()\n"
         "threading.Thread(target=time.sleep, args=(2,), daemon=True).start()\n"
-        "beside = WriterStart.fork(None)\n"
+        f"beside = WriterStart.fork(None, {uri!r})\n"
         "print(forked, writer.run_id(handle), writer.failures, beside)\n"
     )
     proc = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=120)
@@ -106,9 +106,25 @@ def test_a_writer_forked_before_any_thread_writes_the_records_and_none_is_forked
 def test_a_forked_writer_nobody_adopted_ends_when_discarded() -> None:
     driver = (
         "from sweeper.record.writer_process import WriterStart\n"
-        "start = WriterStart.fork(None)\n"
+        "start = WriterStart.fork(None, 'sqlite:///unused.db')\n"
         "start.discard()\n"
         "print(start.process.exitcode)\n"
     )
     proc = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and proc.stdout.split() == ["0"], proc.stdout + proc.stderr[-3000:]
+
+
+def test_the_store_a_writer_will_open_is_imported_before_the_fork_and_a_server_needs_none() -> None:
+    """The driver imports MLflow's SQLAlchemy store before it forks the writer, so that both processes
+    have it at the cost of one import; a tracking server's URI imports no database code."""
+    driver = (
+        "import sys\n"
+        "from sweeper.record.tracking import import_store\n"
+        "import_store('http://127.0.0.1:5000')\n"
+        "served = 'mlflow.store.tracking.sqlalchemy_store' in sys.modules\n"
+        "import_store('sqlite:///mlruns.db')\n"
+        "print(served, 'mlflow.store.tracking.sqlalchemy_store' in sys.modules,\n"
+        "      'sqlalchemy.dialects.sqlite' in sys.modules)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", driver], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.split() == ["False", "True", "True"], proc.stdout + proc.stderr[-3000:]
