@@ -22,6 +22,7 @@ over the unit square of (log C, log gamma). It writes
 
     .venv/bin/python experiments/svm_maps.py --out docs/figures                   # ~1.5 min
     .venv/bin/python experiments/svm_maps.py --out docs/figures --extra-seeds 1 2  # + seeds 1, 2 in the JSON
+    .venv/bin/python experiments/svm_maps.py ray.address=auto --out docs/figures  # Hydra overrides for both sweeps
 
 Nothing is written into the repository except ``--out``: the sweeps run in a temporary
 folder (Hydra's sweep dir and, unless ``--tracking-uri`` is given, the SQLite MLflow store).
@@ -64,14 +65,16 @@ MAP_RESOLUTION = 60
 UNIFORM_SPREAD = (2 + math.sqrt(2) + 5 * math.log(1 + math.sqrt(2))) / 15
 
 
-def run_sweep(strategy: str, *, seed: int, tracking_uri: str, work: Path) -> float:
-    """Run one sweep through the Hydra command line in ``work``; return its wall time in seconds."""
+def run_sweep(strategy: str, *, seed: int, tracking_uri: str, work: Path,
+              overrides: tuple[str, ...] = ()) -> float:
+    """Run one sweep through the Hydra command line in ``work``, with the given Hydra ``overrides`` last;
+    return its wall time in seconds."""
     cmd = [
         sys.executable, str(APP), "--multirun", "hydra/sweeper=multiverse",
         f"hydra.sweeper.strategy={strategy}", f"hydra.sweeper.seed={seed}", "hydra.sweeper.deterministic=true",
         *(f"hydra.sweeper.{k}={v}" for k, v in SETTINGS.items()),
         f"mlflow.experiment_name=svm-{strategy}", f"mlflow.tracking_uri={tracking_uri}",
-        f"hydra.sweep.dir={work / f'multirun-{strategy}'}",
+        f"hydra.sweep.dir={work / f'multirun-{strategy}'}", *overrides,
     ]
     print(f"$ {shlex.join(cmd)}", flush=True)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
@@ -164,8 +167,8 @@ def draw(path: Path, Cs: np.ndarray, gs: np.ndarray, truth: np.ndarray, maps: di
     fig.savefig(path, dpi=100)
 
 
-def measure(seed: int, *, tracking_uri: str | None, grid: int,
-            truth_cache: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+def measure(seed: int, *, tracking_uri: str | None, grid: int, truth_cache: dict[str, Any],
+            overrides: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run both sweeps of one seed, fit their GPs and compare with the ground truth.
 
     The ground truth is computed at the first call and kept in ``truth_cache`` (memory only).
@@ -176,7 +179,7 @@ def measure(seed: int, *, tracking_uri: str | None, grid: int,
         work = Path(tmp)
         uri = absolute_tracking_uri(tracking_uri) if tracking_uri else f"sqlite:///{work / 'mlruns.db'}"
         for s in STRATEGIES:
-            timings[f"sweep_{s}_s"] = run_sweep(s, seed=seed, tracking_uri=uri, work=work)
+            timings[f"sweep_{s}_s"] = run_sweep(s, seed=seed, tracking_uri=uri, work=work, overrides=overrides)
         sweeps = {s: load_points(s, uri) for s in STRATEGIES}
 
     space = sweeps["ivr"]["space"]
@@ -256,18 +259,24 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tracking-uri", default=None,
                         help="MLflow store for the sweeps (default: a SQLite file in a temporary folder)")
     parser.add_argument("--grid", type=int, default=25, help="ground-truth grid points per axis")
+    parser.add_argument("overrides", nargs="*", metavar="OVERRIDE",
+                        help="more Hydra overrides for both sweeps, e.g. ray.address=auto to run them on a cluster "
+                             "(not the search itself: the strategies, seed and budget are what is compared)")
     args = parser.parse_args(argv)
+    overrides = tuple(args.overrides)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
 
     truth_cache: dict[str, Any] = {}
-    drawn, numbers = measure(args.seed, tracking_uri=args.tracking_uri, grid=args.grid, truth_cache=truth_cache)
+    drawn, numbers = measure(args.seed, tracking_uri=args.tracking_uri, grid=args.grid, truth_cache=truth_cache,
+                             overrides=overrides)
     t0 = time.perf_counter()
     png = args.out / "svm_ivr_vs_ucb.png"
     draw(png, truth_cache["Cs"], truth_cache["gs"], truth_cache["truth"], drawn["maps"], drawn["sweeps"],
          numbers["strategies"], drawn["iC"], drawn["ig"], args.grid)
     numbers["timings_s"]["figure_s"] = round(time.perf_counter() - t0, 2)
-    others = [measure(s, tracking_uri=args.tracking_uri, grid=args.grid, truth_cache=truth_cache)[1]
+    others = [measure(s, tracking_uri=args.tracking_uri, grid=args.grid, truth_cache=truth_cache,
+                      overrides=overrides)[1]
               for s in args.extra_seeds if s != args.seed]
 
     truth = truth_cache["truth"]

@@ -1,28 +1,39 @@
 """The figure command of docs/reports.md, ``experiments/svm_maps.py``, runs (it had imported a helper that was gone).
 
 The command as written, with a coarser ground-truth grid (``--grid 6``, 36 SVC fits
-instead of 625) and the output in a temporary folder: two 32-trial SVM sweeps through the
-Hydra command line, the bounded multiverse fits, the figure and its JSON.
+instead of 625), the output in a temporary folder and the sweeps on the session's Ray head
+(Hydra overrides after the options): two 32-trial SVM sweeps through the Hydra command line,
+the bounded multiverse fits, the figure and its JSON.
 """
 
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
 
 from tests.conftest import REPO
 from tests.documented import documented, run_documented
+from tests.integration.conftest import LIVE_MAPS, SHARED_RAY, Sweep
 
 pytestmark = pytest.mark.integration
 
 
 def test_the_readmes_figure_command_writes_its_figure_and_numbers(tmp_path: Path) -> None:
     command = documented(".venv/bin/python experiments/svm_maps.py --out docs/figures")
-    # Written elsewhere than the committed figure, and on a coarser truth grid.
-    proc = run_documented(command.replace("docs/figures", str(tmp_path)) + " --grid 6", REPO)
+    # Written elsewhere than the committed figure, and on a coarser truth grid; the sweeps (a local Ray each,
+    # as written) join the session's Ray head instead and draw no live maps, as run_cli's do.
+    ray, ray_env = SHARED_RAY.join()
+    overrides = shlex.join([*ray, f"{LIVE_MAPS}=false"])
+    uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    proc = run_documented(f"{command.replace('docs/figures', str(tmp_path))} --grid 6 --tracking-uri {uri} "
+                          f"{overrides}", REPO, env=ray_env)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    for strategy in ("ivr", "ucb"):  # each sweep took the overrides
+        parent = Sweep(proc, tmp_path, uri).runs(f"svm-{strategy}")[0]
+        assert parent.data.tags["sweeper.command"].endswith(overrides), parent.data.tags["sweeper.command"]
     numbers = json.loads((tmp_path / "svm_ivr_vs_ucb.json").read_text())
     assert (tmp_path / "svm_ivr_vs_ucb.png").stat().st_size > 10_000
     assert numbers["sobol_points_identical"] is True
