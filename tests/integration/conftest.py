@@ -126,6 +126,11 @@ def _stop_the_shared_ray() -> Iterator[None]:
     SHARED_RAY.close()
 
 
+#: The override of the sweeps whose tests are not about trials running side by side: one at a time, their
+#: trials share one Ray worker process instead of two (a worker costs about 2 CPU-seconds to start, 4 with
+#: PyTorch, and the suite is CPU-bound on 2 cores).
+ONE_AT_A_TIME = "ray.max_concurrent_trials=1"
+
 #: Settings of where Ray runs: a sweep that sets one itself starts its own local Ray.
 _RAY_PLACEMENT = ("ray.address", "ray.num_cpus", "ray.num_gpus", "ray.working_dir")
 #: The setting of live maps, off in the sweeps of run_cli and run_documented_sweep unless a test sets it.

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from tests.documented import documented, run_documented
-from tests.integration.conftest import Sweep, run_documented_sweep
+from tests.integration.conftest import ONE_AT_A_TIME, Sweep, run_documented_sweep
 
 pytestmark = pytest.mark.integration
 
@@ -52,7 +52,7 @@ def analyse(command: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
 def test_optimizer_gap_cpu(tmp_path: Path) -> None:
     command = documented("python experiments/train.py --multirun +experiment=optimizer_gap/cpu")
     sweep = run_documented_sweep(command, tmp_path, "epochs=2", "hydra.sweeper.num_trials=6",
-                    "hydra.sweeper.n_initial=4", "hydra.sweeper.batch_size=2")
+                    "hydra.sweeper.n_initial=4", "hydra.sweeper.batch_size=2", ONE_AT_A_TIME)
     children = _finished(sweep, "optimizer-gap-cpu", 6)
     assert [r.data.tags["sweeper.phase"] for r in children] == ["sobol"] * 4 + ["ivr"] * 2
     for r in children:
@@ -78,7 +78,7 @@ def test_batch_size_cpu(tmp_path: Path) -> None:
     # data for the filter below (with 12 epochs 3 did); deterministic batches, so which ones does not hang on
     # trial timing.
     sweep = run_documented_sweep(command, tmp_path, "hydra.sweeper.deterministic=true",
-                                 "hydra.sweeper.num_trials=16")
+                                 "hydra.sweeper.num_trials=16", ONE_AT_A_TIME)
     children = _finished(sweep, "batch-size-cpu", 16)
     for r in children:
         p, m = r.data.params, r.data.metrics
@@ -123,7 +123,7 @@ def test_seeds_cpu_repeats_bit_identically_in_separate_trials(tmp_path: Path) ->
 
 def test_budget_cpu_reports_one_expected_max_curve_per_family(tmp_path: Path) -> None:
     command = documented("python experiments/train.py --multirun +experiment=budget/cpu")
-    sweep = run_documented_sweep(command, tmp_path, "epochs=2", "hydra.sweeper.num_trials=8")
+    sweep = run_documented_sweep(command, tmp_path, "epochs=2", "hydra.sweeper.num_trials=8", ONE_AT_A_TIME)
     children = _finished(sweep, "budget-cpu", 8)
     assert {r.data.tags["sweeper.phase"] for r in children} == {"random"}
     assert {r.data.params["model"] for r in children} == {"logreg", "mlp"}

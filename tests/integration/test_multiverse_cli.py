@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from tests.conftest import REPO
-from tests.integration.conftest import TOY_APP, Sweep, run_cli
+from tests.integration.conftest import ONE_AT_A_TIME, TOY_APP, Sweep, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -37,7 +37,7 @@ def multiverse_cli(sweep: Sweep, out: Path, *args: str) -> subprocess.CompletedP
 @pytest.fixture(scope="module")
 def forks(tmp_path_factory: pytest.TempPathFactory) -> tuple[Sweep, Path]:
     tmp = tmp_path_factory.mktemp("forks")
-    sweep = run_cli(FORKS_APP, tmp, "fail_above=0.9", "hydra.sweeper.live_maps=true")
+    sweep = run_cli(FORKS_APP, tmp, "fail_above=0.9", "hydra.sweeper.live_maps=true", ONE_AT_A_TIME)
     assert sweep.proc.returncode == 0, sweep.output
     return sweep, tmp
 
@@ -150,7 +150,7 @@ def test_sweep_stops_on_a_conclusive_bayes_factor(tmp_path: Path) -> None:
     sweep = run_cli(TOY_APP, tmp_path, "hydra.sweeper.strategy=ivr", "hydra.sweeper.num_trials=40",
                     "hydra.sweeper.n_initial=12", "hydra.sweeper.batch_size=4", "hydra.sweeper.deterministic=true",
                     "hydra.sweeper.stop_on_bayes_factor=10", "hydra.sweeper.n_candidates=256",
-                    "hydra.sweeper.n_integration=256")
+                    "hydra.sweeper.n_integration=256", ONE_AT_A_TIME)
     assert sweep.proc.returncode == 0, sweep.output
     assert "Stopped early on a conclusive Bayes factor" in sweep.output
     parent, children = sweep.runs("toy")

@@ -18,7 +18,7 @@ import pytest
 
 from sweeper.analysis import compare_conditions, expected_max, qra
 from tests.conftest import REPO
-from tests.integration.conftest import TOY_APP, Sweep, run_cli
+from tests.integration.conftest import ONE_AT_A_TIME, TOY_APP, Sweep, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -36,7 +36,7 @@ def report_cli(sweep: Sweep, experiment: str, out: Path, *args: str) -> subproce
 @pytest.fixture(scope="module")
 def random_sweep(tmp_path_factory: pytest.TempPathFactory) -> tuple[Sweep, subprocess.CompletedProcess[str], Path]:
     tmp = tmp_path_factory.mktemp("random")
-    sweep = run_cli(TOY_APP, tmp, "hydra.sweeper.strategy=random", "hydra.sweeper.num_trials=12")
+    sweep = run_cli(TOY_APP, tmp, "hydra.sweeper.strategy=random", "hydra.sweeper.num_trials=12", ONE_AT_A_TIME)
     assert sweep.proc.returncode == 0, sweep.output
     return sweep, report_cli(sweep, "toy", tmp / "report"), tmp / "report"
 

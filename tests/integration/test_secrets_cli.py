@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from sweeper.record.redaction import REDACTED
-from tests.integration.conftest import TOY_APP, run_cli
+from tests.integration.conftest import ONE_AT_A_TIME, TOY_APP, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -51,7 +51,7 @@ def test_a_cli_sweep_records_no_secret(tmp_path: Path, monkeypatch: pytest.Monke
     for name, value in ENVIRONMENT.items():
         monkeypatch.setenv(name, value)
     sweep = run_cli(TOY_APP, tmp_path, "hydra.sweeper.num_trials=2", "hydra.sweeper.n_initial=2",
-                    "hydra.sweeper.batch_size=2", "+tokenizer.name=bert-base", *OVERRIDES)
+                    "hydra.sweeper.batch_size=2", "+tokenizer.name=bert-base", ONE_AT_A_TIME, *OVERRIDES)
     assert sweep.proc.returncode == 0, sweep.output
     parent, children = sweep.runs("toy")
     assert len(children) == 2
