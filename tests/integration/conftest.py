@@ -77,7 +77,8 @@ class SharedRay:
         if self._cluster is None:
             from tests.integration.services import ray_cluster
 
-            self._cluster = self._stack.enter_context(ray_cluster({"shared": {}}, cpus_per_node=2))
+            # No sweep of the suite that joins it forwards its workers' output (ray.log_to_driver=false).
+            self._cluster = self._stack.enter_context(ray_cluster({"shared": {}}, cpus_per_node=2, log_monitor=False))
         return [f"ray.address={self._cluster.address}", "ray.working_dir=null"], self._cluster.client_env
 
     def close(self) -> None:

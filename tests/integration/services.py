@@ -268,8 +268,13 @@ def _ray(*args: str) -> list[str]:
 
 
 @contextlib.contextmanager
-def ray_cluster(nodes: Mapping[str, Mapping[str, float]], cpus_per_node: int = 1) -> Iterator[RayCluster]:
+def ray_cluster(nodes: Mapping[str, Mapping[str, float]], cpus_per_node: int = 1,
+                log_monitor: bool = True) -> Iterator[RayCluster]:
     """Start one Ray head plus a worker per further entry of ``nodes`` (name -> custom resources).
+
+    ``log_monitor=False``: the nodes run no log monitor, which forwards the workers' output to drivers
+    that ask for it (``ray.log_to_driver=true``, Ray Client) and polls every log file of the node to do
+    so, about 2 % of a core on a node that has run a few hundred workers.
 
     Each node also gets a custom resource named after it (``{name: 1}``), so a test can tell
     from Ray which node is which. Every node's process group is stopped at the end.
@@ -294,7 +299,8 @@ def ray_cluster(nodes: Mapping[str, Mapping[str, float]], cpus_per_node: int = 1
                 # Short: Ray's socket paths (AF_UNIX, at most 107 bytes) live under it.
                 temp_dirs.append(tempfile.mkdtemp(prefix="rs", dir="/tmp"))
                 common = [f"--num-cpus={cpus_per_node}", "--num-gpus=0", f"--resources={res}", "--block",
-                          "--disable-usage-stats", "--object-store-memory=100000000", f"--temp-dir={temp_dirs[-1]}"]
+                          "--disable-usage-stats", "--object-store-memory=100000000", f"--temp-dir={temp_dirs[-1]}",
+                          f"--include-log-monitor={str(log_monitor).lower()}"]
                 cmd = (_ray("start", "--head", f"--port={port}", f"--ray-client-server-port={client_port}",
                             "--include-dashboard=false", *common) if i == 0 else
                        _ray("start", f"--address={address}", *common))
