@@ -33,7 +33,26 @@ LONGEST_FIRST = tuple(f"integration/{name}" for name in (
     "test_documented_commands", "test_svm_maps", "test_cluster_readme"))
 
 
+#: Modules that spend much of their time waiting (trials sleeping through a kill, servers and clusters starting
+#: and stopping), each followed by a unit module that computes for about as long: after the other modules, so
+#: that a worker waiting on one has the other computing beside it (two of them side by side left a core idle).
+WAITING_BESIDE_UNITS = tuple(f"{folder}/{name}" for folder, name in (
+    ("integration", "test_resume"), ("unit", "test_fidelity_demo_map"),
+    ("integration", "test_worker_death"), ("unit", "test_multiverse_analysis"),
+    ("integration", "test_services_cleanup"), ("unit", "test_hyperposterior")))
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    paired = {name: i for i, name in enumerate(WAITING_BESIDE_UNITS)}
+
+    def place(item: pytest.Item) -> tuple[int, int]:
+        module = f"{item.path.parent.name}/{item.path.stem}"
+        if module in rank:
+            return 0, rank[module]
+        if module in paired:
+            return 2, paired[module]
+        return (1 if item.path.parent.name == "integration" else 3), 0
+
     # A stable sort: the other modules keep their order.
-    items.sort(key=lambda item: rank.get(f"{item.path.parent.name}/{item.path.stem}", len(rank)))
+    items.sort(key=place)
