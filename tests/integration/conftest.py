@@ -25,9 +25,10 @@ SVM_APP = REPO / "experiments" / "svm.py"
 # loadscope keeps each module's tests on one worker, so its module fixtures (a Ray cluster, a
 # PostgreSQL, an MLflow server, a sweep) start once. (--dist loadgroup with per-module
 # xdist_group marks, used before, grouped nothing under pytest 9.2 and pytest-xdist 3.8: a
-# module's fixtures were set up again on each worker that got one of its tests.) Only test_cluster_readme joins a cluster by
-# ``ray.address=auto`` (the machine's "current cluster"): services.ray_cluster keeps the
-# clusters of other tests out of that role.
+# module's fixtures were set up again on each worker that got one of its tests.) Only
+# test_cluster_readme joins a cluster by ``ray.address=auto`` (the machine's "current cluster"):
+# services.ray_cluster keeps the clusters of other tests out of that role. tests/conftest.py
+# orders the modules (the longest first, those that mostly wait last, beside unit modules).
 
 
 @dataclass
