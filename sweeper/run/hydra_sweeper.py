@@ -105,13 +105,14 @@ class SweeperImpl:
         )
         # The MLflow writer process, forked while this process has no other thread (through Ray
         # Client the writer is a thread on the head instead).
-        tracking_uri = manifest.tracking_uri if manifest is not None else str(self._block("mlflow")["tracking_uri"])
+        mlflow_cfg = self._block("mlflow")
+        tracking_uri = manifest.tracking_uri if manifest is not None else str(mlflow_cfg["tracking_uri"])
         writer_start = None if is_client_address(ray_cfg.get("address")) else WriterStart.fork(
             sweep_dir / SPOOL_FILE, tracking_uri)
         # MLflow's store (its schema migrations on a new SQLite file take seconds) and the
         # sweep's run open in a thread while Ray starts; the trials wait for both.
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow-open")
-        opening = pool.submit(self._open_records, manifest, space, policy_settings, sweep_dir, arguments)
+        opening = pool.submit(self._open_records, manifest, mlflow_cfg, space, policy_settings, sweep_dir, arguments)
         pool.shutdown(wait=False)
         status = "FAILED"
         try:
@@ -247,9 +248,10 @@ class SweeperImpl:
         return block
 
     # ---------------------------------------------------------------- MLflow parent run
-    def _open_records(self, manifest: SweepManifest | None, space: SearchSpace, settings: PolicySettings,
-                      sweep_dir: Path, arguments: list[str]) -> tuple[Any, str]:
-        """The MLflow tracker and the sweep's run: a resumed sweep's, reopened, or a new one."""
+    def _open_records(self, manifest: SweepManifest | None, mlflow_cfg: dict[str, Any], space: SearchSpace,
+                      settings: PolicySettings, sweep_dir: Path, arguments: list[str]) -> tuple[Any, str]:
+        """The MLflow tracker and the sweep's run: a resumed sweep's, reopened, or a new one in the
+        ``mlflow`` block's experiment."""
         from sweeper.record.tracking import MLflowTracker
 
         if manifest is not None:
@@ -258,7 +260,6 @@ class SweeperImpl:
             tracker.reopen(parent_run_id)
             log.info("Resuming the sweep of %s (MLflow run %s)", sweep_dir, parent_run_id)
         else:
-            mlflow_cfg = self._block("mlflow")
             tracker = MLflowTracker(str(mlflow_cfg["tracking_uri"]), str(mlflow_cfg["experiment_name"]))
             parent_run_id = self._start_parent_run(tracker, space, settings, sweep_dir, arguments)
         # Its link now, not only at the end: the run shows the trials and the live maps as they come.

@@ -122,7 +122,6 @@ def check_svm_sweep_records(sweep: Sweep) -> None:
     assert "Failed to fetch metrics" not in sweep.output  # Tune's warning about the logs it no longer has
 
 
-
 def test_the_gpu_checks_cpu_dry_run_and_its_tables(tmp_path: Path) -> None:
     dry_run = documented("python bench/gpu_check.py --out dry.json --device cpu")
     script = str(REPO / "bench" / "gpu_check.py")
