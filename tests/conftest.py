@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# One OpenMP thread in every process the tests start, unless the caller chose: on the two cores of make test,
+# beside the other pytest worker, PyTorch's second intra-op thread only spins. Ray workers have one already
+# (Ray sets OMP_NUM_THREADS to a trial's CPUs); this is for what runs outside Ray (the documented train.py
+# runs, gpu_check's workers, the unit tests). The sweeps still record the variable among their conditions.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 
 @pytest.fixture(scope="module")

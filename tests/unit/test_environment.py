@@ -147,7 +147,8 @@ def test_a_later_trial_without_settings_gets_the_process_state_back() -> None:
     apply_environment({})  # the first call records the process's own state
     before = (torch.get_num_threads(), {p["num_threads"] for p in threadpool_info()},
               os.environ.get("OMP_NUM_THREADS"), os.environ.get("CUBLAS_WORKSPACE_CONFIG"))
-    apply_environment({"threads": 1, "deterministic": True})  # a trial in a reused worker
+    other = 2 if before[0] == 1 else 1  # not the process's own count, or a failed restore would pass unseen
+    apply_environment({"threads": other, "deterministic": True})  # a trial in a reused worker
     after = apply_environment({"threads": None, "deterministic": False})  # the next trial
     assert (torch.get_num_threads(), {p["num_threads"] for p in threadpool_info()},
             os.environ.get("OMP_NUM_THREADS"), os.environ.get("CUBLAS_WORKSPACE_CONFIG")) == before
