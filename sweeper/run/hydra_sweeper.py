@@ -105,8 +105,9 @@ class SweeperImpl:
         )
         # The MLflow writer process, forked while this process has no other thread (through Ray
         # Client the writer is a thread on the head instead).
-        mlflow_cfg = self._block("mlflow")
-        tracking_uri = manifest.tracking_uri if manifest is not None else str(mlflow_cfg["tracking_uri"])
+        # A resumed sweep keeps the store and run its manifest names: its mlflow block is not resolved again.
+        mlflow_cfg = self._block("mlflow") if manifest is None else None
+        tracking_uri = manifest.tracking_uri if mlflow_cfg is None else str(mlflow_cfg["tracking_uri"])
         writer_start = None if is_client_address(ray_cfg.get("address")) else WriterStart.fork(
             sweep_dir / SPOOL_FILE, tracking_uri)
         # MLflow's store (its schema migrations on a new SQLite file take seconds) and the
@@ -248,10 +249,10 @@ class SweeperImpl:
         return block
 
     # ---------------------------------------------------------------- MLflow parent run
-    def _open_records(self, manifest: SweepManifest | None, mlflow_cfg: dict[str, Any], space: SearchSpace,
+    def _open_records(self, manifest: SweepManifest | None, mlflow_cfg: dict[str, Any] | None, space: SearchSpace,
                       settings: PolicySettings, sweep_dir: Path, arguments: list[str]) -> tuple[Any, str]:
-        """The MLflow tracker and the sweep's run: a resumed sweep's, reopened, or a new one in the
-        ``mlflow`` block's experiment."""
+        """The MLflow tracker and the sweep's run: a resumed sweep's (``manifest``), reopened, or a new one
+        in the resolved ``mlflow`` block's experiment."""
         from sweeper.record.tracking import MLflowTracker
 
         if manifest is not None:
