@@ -2,8 +2,9 @@
 
 The sweep's records go through one :class:`DurableWriter` thread, in order (for the trials,
 in a process of its own: :mod:`sweeper.record.writer_process`). A write that
-fails because the server cannot be reached is retried with backoff (1, 2, 4, 8 s); if the
-server is still away, that write and every later one go to a spool file in the sweep dir
+fails because the server cannot be reached is retried with backoff (1, 2, 4, 8 s, or the
+waits in ``SWEEPER_MLFLOW_RETRY_DELAYS_S``: :func:`retry_delays`); if the server is still
+away, that write and every later one go to a spool file in the sweep dir
 (JSON lines, one write each, texts and figures inline), and the writer tries to send the
 spool every few seconds. When the server returns, the spool is sent in order and the
 writer carries on as before. If the sweep ends first, the spool stays on disk: ``sweeper
@@ -28,6 +29,7 @@ from __future__ import annotations
 import base64
 import json
 import logging
+import math
 import os
 import queue
 import threading
@@ -40,7 +42,10 @@ from typing import Any
 log = logging.getLogger(__name__)
 
 SPOOL_FILE = "mlflow_spool.jsonl"
+#: Seconds between the attempts of a write the store did not answer; after the last, the write is spooled.
 RETRY_DELAYS_S = (1.0, 2.0, 4.0, 8.0)
+#: The environment variable that sets other waits: seconds separated by commas, e.g. ``1,2,4,8,16,32``.
+RETRY_DELAYS_ENV = "SWEEPER_MLFLOW_RETRY_DELAYS_S"
 DRAIN_EVERY_S = 5.0
 #: The tag (``sweeper.writer_handle``) naming the handle a run was created under, so a retried creation finds it.
 HANDLE_TAG = "writer_handle"
@@ -52,6 +57,28 @@ _OUTAGE_SIGNS = ("Max retries exceeded", "Connection refused", "ConnectionError"
                  "RemoteDisconnected", "Read timed out", "timed out", "Name or service not known",
                  "Temporary failure in name resolution", "status code 502", "status code 503", "status code 504",
                  "database is locked", "server closed the connection", "could not connect to server")
+
+
+def retry_delays() -> tuple[float, ...]:
+    """The waits between attempts of one write: :data:`RETRY_DELAYS_ENV`'s if set, else :data:`RETRY_DELAYS_S`.
+
+    An environment variable, not a Hydra setting, so that every process that writes a sweep's
+    records (its driver, its writer process, a resumed sweep, ``sweeper sync``) waits alike.
+
+    Raises:
+        ValueError: the variable holds anything but seconds >= 0 separated by commas.
+    """
+    text = os.environ.get(RETRY_DELAYS_ENV, "").strip()
+    if not text:
+        return RETRY_DELAYS_S
+    try:
+        delays = tuple(float(part) for part in text.split(","))
+    except ValueError:
+        delays = ()
+    if not delays or not all(math.isfinite(d) and d >= 0 for d in delays):
+        raise ValueError(f"{RETRY_DELAYS_ENV}={text!r} is invalid: it is the seconds to wait between the attempts "
+                         f"of an MLflow write, each >= 0, separated by commas. Try {RETRY_DELAYS_ENV}=1,2,4,8.")
+    return delays
 
 
 def is_outage(exc: BaseException) -> bool:
@@ -67,15 +94,16 @@ class DurableWriter:
         tracker: the :class:`~sweeper.record.tracking.MLflowTracker` that performs the writes.
         spool_path: where writes wait while the store is unreachable (None: no spool; an
             unreachable store then loses the writes, each reported in :attr:`failures`).
-        retry_delays_s: waits between attempts of one write before it is spooled.
+        retry_delays_s: waits between attempts of one write before it is spooled (None:
+            :func:`retry_delays`).
         drain_every_s: how often a non-empty spool is offered to the store again.
     """
 
-    def __init__(self, tracker: Any, spool_path: Path | None, *, retry_delays_s: tuple[float, ...] = RETRY_DELAYS_S,
+    def __init__(self, tracker: Any, spool_path: Path | None, *, retry_delays_s: tuple[float, ...] | None = None,
                  drain_every_s: float = DRAIN_EVERY_S) -> None:
         self.tracker = tracker
         self.spool_path = spool_path
-        self.retry_delays_s = retry_delays_s
+        self.retry_delays_s = retry_delays() if retry_delays_s is None else tuple(retry_delays_s)
         self.drain_every_s = drain_every_s
         self.failures: list[str] = []  # writes dropped, each with what it was about
         self._ids: dict[str, str] = {}  # local handle -> MLflow run id
@@ -132,14 +160,13 @@ class DurableWriter:
         """Writes waiting in the spool file for the store to come back."""
         return len(self._spooled)
 
-    def close(self, drain_timeout_s: float = 15.0) -> None:
-        """Send what is queued, give the spool up to ``drain_timeout_s`` to go out, stop the thread."""
+    def close(self, drain_timeout_s: float | None = None) -> None:
+        """Send what is queued, give the spool up to ``drain_timeout_s`` to go out (None: as long as one
+        write's retries wait, 15 s by default), stop the thread."""
         self._queue.put(None)
         self._thread.join()
-        deadline = time.monotonic() + drain_timeout_s
-        while self._spooled and time.monotonic() < deadline:
-            if self._drain():
-                break
+        deadline = time.monotonic() + (sum(self.retry_delays_s) if drain_timeout_s is None else drain_timeout_s)
+        while self._spooled and not self._drain() and time.monotonic() < deadline:  # one try at least
             time.sleep(min(self.drain_every_s, max(0.0, deadline - time.monotonic())))
         if self._spooled:
             log.warning("%d MLflow write(s) could not reach %s and wait in %s: send them with `sweeper sync %s` "

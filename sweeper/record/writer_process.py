@@ -161,10 +161,11 @@ class WriterProcess:
         """Writes left in the spool file, as of the writer's close."""
         return self._spooled
 
-    def close(self, drain_timeout_s: float = 15.0) -> None:
-        """Let the child send what is queued (and offer the spool ``drain_timeout_s``), then collect."""
+    def close(self) -> None:
+        """Let the child send what is queued (and offer the spool as long as one write's retries wait), then
+        collect."""
         self._writes.put(None)
-        # The child's close waits out retries (1 + 2 + 4 + 8 s) and the drain, after the queue.
+        # The child's close waits out retries (1 + 2 + 4 + 8 s by default) and the drain, after the queue.
         while True:
             try:
                 self._ids, self.failures, self._spooled = self._outcome.get(timeout=1.0)

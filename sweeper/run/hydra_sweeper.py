@@ -29,7 +29,7 @@ from sweeper.environment import ENV_KEY, env_problems
 from sweeper.errors import SweeperConfigError, TrialFailuresExceeded
 from sweeper.record.conditions import capture_conditions, shipped_code
 from sweeper.record.redaction import redact_text
-from sweeper.record.spool import SPOOL_FILE, DurableWriter
+from sweeper.record.spool import SPOOL_FILE, DurableWriter, retry_delays
 from sweeper.record.writer_process import WriterStart
 from sweeper.run.checkpoints import CheckpointSettings, newest_checkpoint, storage_filesystem
 from sweeper.run.cluster import address_problem, is_client_address, storage_path, tune_experiment_path
@@ -185,6 +185,10 @@ class SweeperImpl:
         uri_problem = tracking_uri_problem(uri)
         if uri_problem:
             problems.append(f"mlflow.tracking_uri={uri!r} is invalid: {uri_problem}.")
+        try:
+            retry_delays()
+        except ValueError as exc:
+            problems.append(str(exc))
         if problems:
             raise SweeperConfigError(problems)
         assert space is not None

@@ -31,9 +31,11 @@ APP, CLI = "app", "cli"  # the toy app's Hydra command line / the sweeper comman
 MAX_SECONDS = 45
 
 
-def case(name: str, *args: str, expect: tuple[str, ...], via: str = APP, marks: tuple = ()) -> object:
-    """A row: the arguments, and the parts of the message that must appear (key=value, rule, fix)."""
-    return pytest.param(via, args, expect, id=name, marks=marks)
+def case(name: str, *args: str, expect: tuple[str, ...], via: str = APP, env: dict[str, str] | None = None,
+         marks: tuple = ()) -> object:
+    """A row: the arguments (and environment variables), and the parts of the message that must appear
+    (key=value, rule, fix)."""
+    return pytest.param(via, args, expect, env or {}, id=name, marks=marks)
 
 
 CASES = [
@@ -144,6 +146,9 @@ CASES = [
     case("ray-client-address-unreachable", "ray.address=ray://127.0.0.1:1",
          expect=("ray.address='ray://127.0.0.1:1' is unreachable", "Ray Client", "try ray.address=null")),
     # ---------------------------------------------------------------- MLflow
+    case("mlflow-retry-delays-env", env={"SWEEPER_MLFLOW_RETRY_DELAYS_S": "1,soon"},
+         expect=("SWEEPER_MLFLOW_RETRY_DELAYS_S='1,soon' is invalid", "each >= 0, separated by commas",
+                 "Try SWEEPER_MLFLOW_RETRY_DELAYS_S=1,2,4,8")),
     case("tracking-uri-ftp", "mlflow.tracking_uri=ftp://x",
          expect=("mlflow.tracking_uri='ftp://x' is invalid", "unknown scheme 'ftp'", "use sqlite:///mlruns.db")),
     case("tracking-uri-http-without-host", "mlflow.tracking_uri=http://",
@@ -229,11 +234,14 @@ def run_sweeper(tmp_path: Path, uri: str, args: tuple[str, ...]) -> subprocess.C
     return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize(("via", "args", "expect"), CASES)
+@pytest.mark.parametrize(("via", "args", "expect", "env"), CASES)
 def test_bad_input_fails_before_any_trial_and_says_what_to_fix(
-    via: str, args: tuple[str, ...], expect: tuple[str, ...], tmp_path: Path, store: tuple[str, Path]
+    via: str, args: tuple[str, ...], expect: tuple[str, ...], env: dict[str, str], tmp_path: Path,
+    store: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     uri, db = store
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
     trials_before = child_runs(db)
     started = time.monotonic()
     if via == APP:

@@ -27,7 +27,8 @@ VENV_BIN = Path(sys.executable).parent
 SPOOL = "mlflow_spool.jsonl"
 
 
-def _sweep(tmp_path: Path, url: str, num_trials: int, name: str) -> tuple[subprocess.Popen, Path, Path]:
+def _sweep(tmp_path: Path, url: str, num_trials: int, name: str,
+           **env: str) -> tuple[subprocess.Popen, Path, Path]:
     """The sweep, on the session's shared Ray head: what is under test is its tracking server."""
     sweep_dir, log = tmp_path / name, tmp_path / f"{name}.log"
     ray, ray_env = SHARED_RAY.join()
@@ -36,7 +37,8 @@ def _sweep(tmp_path: Path, url: str, num_trials: int, name: str) -> tuple[subpro
            f"hydra.sweeper.num_trials={num_trials}", "hydra.sweeper.n_initial=4", "hydra.sweeper.batch_size=2",
            "sleep_s=2"]
     with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, **ray_env})
+        proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT,
+                                env={**os.environ, **ray_env, **env})
     return proc, sweep_dir, log
 
 
@@ -94,11 +96,13 @@ def test_writes_wait_out_an_outage_and_a_sync_sends_what_the_sweep_left(tmp_path
             record_faults("tracking server stopped mid-sweep, restarted", faults_injected=1, trials_expected=8,
                           trials_recorded=_assert_complete(url, "outage", 8), duplicates=0)
 
-            # 2. The server goes away and stays away until the sweep has ended.
-            proc, sweep_dir, log = _sweep(tmp_path, url, 4, "late")
+            # 2. The server goes away and stays away until the sweep has ended. The sweep waits out the
+            # outage for 1.5 s, not 15 (retrying each write, then at each close of its writers).
+            proc, sweep_dir, log = _sweep(tmp_path, url, 4, "late", SWEEPER_MLFLOW_RETRY_DELAYS_S="0.5,1")
             _wait(lambda: "MLflow: experiment" in log.read_text(), "the sweep's run created", log)
         assert proc.wait(400) == 0, log.read_text()[-4000:]
         assert "sweeper sync" in log.read_text()
+        assert "spooling writes" in log.read_text()
         assert (sweep_dir / SPOOL).is_file()
         refused = subprocess.run([str(VENV_BIN / "sweeper"), "sync", str(sweep_dir)], capture_output=True, text=True)
         assert refused.returncode == 1 and "cannot reach" in refused.stderr + refused.stdout

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from sweeper.record.spool import HOLD_START_S, DurableWriter, _coalesced
+from sweeper.record.spool import HOLD_START_S, RETRY_DELAYS_ENV, RETRY_DELAYS_S, DurableWriter, _coalesced, retry_delays
 from sweeper.record.tracking import MLflowTracker
 
 
@@ -132,3 +133,45 @@ def test_a_figure_waits_in_the_spool_through_an_outage_and_lands_byte_for_byte(t
     assert writer.spooled == 0 and calls == ["live/batch_001_mean.png"] * 2
     down = tracker.client.download_artifacts(run_id, "live/batch_001_mean.png", str(tmp_path / "down"))
     assert Path(down).read_bytes() == png
+
+
+def test_the_retry_waits_come_from_the_environment_and_a_bad_value_names_the_variable(
+        tracker: MLflowTracker, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(RETRY_DELAYS_ENV, raising=False)
+    assert retry_delays() == RETRY_DELAYS_S == (1.0, 2.0, 4.0, 8.0)
+    monkeypatch.setenv(RETRY_DELAYS_ENV, " 0.5, 1,30 ")
+    assert retry_delays() == (0.5, 1.0, 30.0)
+    writer = DurableWriter(tracker, None)
+    writer.close()
+    assert writer.retry_delays_s == (0.5, 1.0, 30.0)
+    given = DurableWriter(tracker, None, retry_delays_s=(2.0,))
+    given.close()
+    assert given.retry_delays_s == (2.0,)  # given: the environment's is not read
+    for bad in ("1,soon", "-1", "1,,2", "nan", "inf"):
+        monkeypatch.setenv(RETRY_DELAYS_ENV, bad)
+        with pytest.raises(ValueError, match=rf"^{RETRY_DELAYS_ENV}='{re.escape(bad)}' is invalid: .* each >= 0, "
+                                             rf"separated by commas\. Try {RETRY_DELAYS_ENV}=1,2,4,8\.$"):
+            retry_delays()
+
+
+def test_a_write_the_store_does_not_answer_is_spooled_after_the_waits_and_close_waits_as_long(
+        tracker: MLflowTracker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SWEEPER_MLFLOW_RETRY_DELAYS_S=0.2,0.3: a write is tried three times over 0.5 s, then spooled; the close
+    offers the spool for as long again, then leaves it for ``sweeper sync``."""
+    run_id = tracker.start_run("sweep")
+    tried: list[float] = []
+
+    def away(*args: Any, **kwargs: Any) -> None:
+        tried.append(time.monotonic())
+        raise ConnectionError("Connection refused")
+
+    monkeypatch.setattr(tracker, "log", away)
+    monkeypatch.setenv(RETRY_DELAYS_ENV, "0.2,0.3")
+    spool = tmp_path / "spool.jsonl"
+    writer = DurableWriter(tracker, spool, drain_every_s=0.1)
+    writer.log("logging a metric", run_id, metrics={"acc": 0.5})
+    writer._queue.join()
+    assert len(tried) == 3 and tried[-1] - tried[0] >= 0.5 and writer.spooled == 1
+    closing = time.monotonic()
+    writer.close()
+    assert 0.5 <= time.monotonic() - closing < 5.0 and writer.spooled == 1 and spool.is_file()
