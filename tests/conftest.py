@@ -45,7 +45,6 @@ LONGEST_FIRST = tuple(f"integration/{name}" for name in (
 #: that a worker waiting on one has the other computing beside it (two of them side by side left a core idle).
 WAITING_BESIDE_UNITS = tuple(f"{folder}/{name}" for folder, name in (
     ("integration", "test_resume"), ("unit", "test_fidelity_demo_map"),
-    ("integration", "test_worker_death"), ("unit", "test_multiverse_analysis"),
     ("integration", "test_services_cleanup"), ("unit", "test_hyperposterior")))
 
 

@@ -6,6 +6,9 @@ with proxied artifacts. One sweep through the Hydra command line, launched from 
 the nodes have never seen, joins the cluster with ``ray.address=...`` and logs to the
 server over HTTP; the tests then read what landed where: node tags in MLflow, rows in
 PostgreSQL, files in the server's artifact store, and the MLflow UI in Debian's Chromium.
+
+The last test kills the worker node mid-trial (it was test_worker_death.py, on a cluster of its
+own of the same shape): no test after it may need that node.
 """
 
 from __future__ import annotations
@@ -13,9 +16,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.documented import documented, run_documented
-from tests.integration.conftest import TEST_ARTIFACTS
+from tests.integration.conftest import TEST_ARTIFACTS, child_runs, record_faults, runs_by_index
 from tests.integration.services import (
     MLflowServer,
     Postgres,
@@ -271,3 +276,56 @@ def test_ray_client_address_runs_the_sweep_from_the_head_node(cluster: RayCluste
     assert all(r.data.metrics["shipped"] == 1.0 for r in children)
     results = (tmp_path / "multirun" / "optimization_results.yaml").read_text()
     assert "num_finished: 4" in results, results
+
+
+def test_a_dead_node_costs_one_attempt_and_the_sweep_completes(cluster: RayCluster, tmp_path: Path) -> None:
+    """A worker node dies mid-trial: the trial is retried on the node left, nothing is lost or doubled.
+
+    The fault is real: a sweep through the Hydra command line with ``ray.max_failures=2`` on the
+    module's two nodes, and the second node's whole process group (raylet and the worker running a
+    trial) SIGKILLed while both nodes run a trial. The module's last test: node_b stays dead.
+    """
+    from mlflow.tracking import MlflowClient
+
+    num_trials = 4
+    shutil.copytree(APP_DIR, tmp_path / "app")
+    tracking_uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
+    cmd = [sys.executable, "app/sweep_app.py", "--multirun", f"ray.address={cluster.address}",
+           f"mlflow.tracking_uri={tracking_uri}", "ray.resources_per_trial.custom={slot: 1}",
+           "ray.max_failures=2", f"hydra.sweep.dir={tmp_path / 'multirun'}",
+           f"hydra.sweeper.num_trials={num_trials}", "hydra.sweeper.n_initial=2", "hold_s=8"]
+    env = {**{k: v for k, v in os.environ.items() if k != "PYTHONPATH"}, **cluster.client_env}
+    log = tmp_path / "sweep.log"
+    with open(log, "w") as out:
+        proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT)
+    client = None  # MlflowClient() creates a new store's tables at once: not before the sweep has
+    deadline = time.monotonic() + 240
+    while True:  # both nodes busy: one of the two running trials is on node_b
+        time.sleep(0.5)
+        assert time.monotonic() < deadline and proc.poll() is None, log.read_text()[-4000:]
+        if "MLflow: experiment" not in log.read_text():
+            continue
+        client = client or MlflowClient(tracking_uri)
+        if sum(r.info.status == "RUNNING" for r in child_runs(client, EXPERIMENT)) >= 2:
+            break
+    node_b = next(n for n in cluster.nodes if n.name == "node_b")
+    os.killpg(node_b.proc.pid, signal.SIGKILL)
+    assert proc.wait(400) == 0, log.read_text()[-4000:]
+    names = cluster.node_ids()  # only node_a is left
+
+    runs = child_runs(client, EXPERIMENT)
+    by_index = runs_by_index(runs)
+    assert sorted(by_index) == list(range(num_trials))
+    for index, attempts in by_index.items():
+        assert [r.info.status for r in attempts].count("FINISHED") == 1, (index, [r.info.status for r in attempts])
+    failed = [r for r in runs if r.info.status == "FAILED"]
+    assert len(failed) >= 1, "no attempt failed: the node died after its trial"
+    for attempt in failed:
+        assert attempt.data.tags["sweeper.error"].startswith("retried:"), attempt.data.tags["sweeper.error"]
+        retry = next(r for r in by_index[int(attempt.data.tags["sweeper.trial_index"])] if r.info.status == "FINISHED")
+        assert names.get(retry.data.tags["sweeper.ray.node_id"]) == "node_a"  # ran on the node left
+    assert len(runs) == num_trials + len(failed)
+    assert f"Finished {num_trials} trials (0 failed)" in log.read_text()
+    record_faults("worker node SIGKILL mid-trial, ray.max_failures=2", faults_injected=1,
+                  trials_expected=num_trials, trials_recorded=len(by_index), failed_attempts_recorded=len(failed),
+                  duplicates=sum([r.info.status for r in a].count("FINISHED") - 1 for a in by_index.values()))

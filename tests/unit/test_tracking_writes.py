@@ -5,6 +5,7 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
+from sweeper.record.redaction import REDACTED
 from sweeper.record.tracking import MLflowTracker
 
 
@@ -70,3 +71,20 @@ def test_processes_opening_one_new_sqlite_store_at_once_all_get_it(tmp_path: Pat
     outputs = [p.communicate(timeout=180) for p in procs]
     assert [p.returncode for p in procs] == [0, 0, 0], [err[-2000:] for _, err in outputs]
     assert all(out.strip() == "opened" for out, _ in outputs)
+
+
+def test_the_tracker_redacts_what_any_caller_writes(tmp_path: Path) -> None:
+    tracker = MLflowTracker(f"sqlite:///{tmp_path / 'records.db'}", "exp")
+    run = tracker.start_run("r", params={"db.password": "pw-S1", "lr": 0.1}, tags={"clientSecret": "cs-S2"})
+    tracker.log(run, params={"uri": "https://u:url-S3@h/x"}, tags={"error": "connect(password='pw-S4') failed"},
+                metrics={"acc": 0.5})
+    tracker.log_text(run, "db:\n  password: pw-S5\nurl: redis://:r-S6@h\n", "notes.yaml")
+    data = tracker.client.get_run(run).data
+    assert data.params == {"db.password": REDACTED, "lr": "0.1", "uri": f"https://u:{REDACTED}@h/x"}
+    assert data.tags["sweeper.clientSecret"] == REDACTED
+    assert data.tags["sweeper.error"] == f"connect(password={REDACTED} failed"
+    assert data.metrics == {"acc": 0.5}
+    text = next((tmp_path / "mlruns").rglob("notes.yaml")).read_text()
+    assert text == f"db:\n  password: {REDACTED}\nurl: redis://:{REDACTED}@h\n"
+    raw = (tmp_path / "records.db").read_bytes()
+    assert not any(s.encode() in raw for s in ("pw-S1", "cs-S2", "url-S3", "pw-S4"))
