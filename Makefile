@@ -76,8 +76,9 @@ test-integration: $(STAMP) system-deps
 test-parallel: $(STAMP) system-deps
 	@$(call run_pytest,-m "not serial" -q -n 2 --dist loadscope --no-loadscope-reorder --durations=25)
 
+# Only tests/integration is collected (the unit tests' collection, ~7 s, selected none of them).
 test-serial: $(STAMP) system-deps
-	@$(call run_pytest,-m "integration and serial" -q --durations=5)
+	@$(call run_pytest,tests/integration -m "integration and serial" -q --durations=5)
 
 BENCH_STAMP := $(VENV)/.installed-bench
 
