@@ -11,15 +11,17 @@ PIP_VERSION := 26.3
 	test-serial bench lock clean
 
 # pip compiles each module it installs to bytecode on one core (~55 CPU-s here, half the install); with
-# --no-compile, compileall does the same on every core. Like pip, it cannot compile the few files of
-# third-party packages that are not Python 3 (GPy's Python 2 leftovers): hence its status is ignored.
+# --no-compile, compileall does the same on every core, leaving out the packages' own test suites
+# (-x: 3,500 of the 19,600 files, which nothing imports; 36 -> 30 s here). Like pip, it cannot compile
+# the few files of third-party packages that are not Python 3 (GPy's Python 2 leftovers): hence its
+# status is ignored.
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version'
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet pip==$(PIP_VERSION)
 	$(BIN)/python -m pip install --quiet --no-compile -r requirements.lock
-	$(BIN)/python -m compileall -q -j 0 "$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" \
-		> /dev/null || true
+	$(BIN)/python -m compileall -q -j 0 -x '/tests?/' \
+		"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" > /dev/null || true
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 

@@ -21,7 +21,7 @@ from tests.integration.conftest import TOY_APP, child_runs, record_faults, runs_
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-NUM_TRIALS = 10
+NUM_TRIALS = 8
 VENV_BIN = Path(sys.executable).parent
 
 
@@ -33,7 +33,7 @@ def _launch_and_kill(tmp_path: Path, tracking_uri: str, executions: Path) -> sub
     cmd = [sys.executable, str(TOY_APP), "--multirun", "hydra/sweeper=multiverse",
            f"hydra.sweep.dir={tmp_path / 'sweep'}", f"mlflow.tracking_uri={tracking_uri}", "ray.num_cpus=2",
            f"hydra.sweeper.num_trials={NUM_TRIALS}", "hydra.sweeper.n_initial=4", "hydra.sweeper.batch_size=2",
-           "sleep_s=3", f"executions_log={executions}"]
+           "sleep_s=2", f"executions_log={executions}"]
     with open(tmp_path / "first.log", "w") as out:
         proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     client = None  # MlflowClient() creates a new store's tables at once: not before the sweep has
