@@ -319,24 +319,28 @@ def ray_cluster(nodes: Mapping[str, Mapping[str, float]], cpus_per_node: int = 1
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def group_alive(pgid: int, wait_s: float = 10.0) -> bool:
-    """Whether a process of process group ``pgid`` still runs after up to ``wait_s`` seconds.
+def group_alive(pgid: int) -> bool:
+    """Whether a process of process group ``pgid`` runs now.
 
     Zombies do not count: a killed process whose parent died waits for PID 1 to reap it,
     which a container's init may never do; it holds no resources.
     """
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[2]) == pgid and fields[0] != "Z":  # fields: state, ppid, pgrp, ...
+                return True
+    return False
+
+
+def group_gone(pgid: int, wait_s: float = 10.0) -> bool:
+    """Whether process group ``pgid`` has no running process within ``wait_s`` seconds (polled)."""
     deadline = time.monotonic() + wait_s
-    while True:
-        running = False
-        for stat in Path("/proc").glob("[0-9]*/stat"):
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                fields = stat.read_text().rsplit(")", 1)[1].split()
-                if int(fields[2]) == pgid and fields[0] != "Z":  # fields: state, ppid, pgrp, ...
-                    running = True
-                    break
-        if not running or time.monotonic() > deadline:
-            return running
+    while group_alive(pgid):
+        if time.monotonic() > deadline:
+            return False
         time.sleep(0.25)
+    return True
 
 
 def processes_mentioning(text: str) -> list[str]:

@@ -6,6 +6,7 @@ import pytest
 
 from tests.integration.services import (
     group_alive,
+    group_gone,
     mlflow_server,
     postgres_server,
     processes_mentioning,
@@ -26,7 +27,7 @@ def test_postgres_and_mlflow_server_stop_when_the_test_raises(tmp_path) -> None:
             groups += [pg.pid, server.proc.pid]
             assert group_alive(pg.pid) and group_alive(server.proc.pid)
             raise Boom
-    assert not any(group_alive(g) for g in groups)
+    assert all(group_gone(g) for g in groups)
     assert not processes_mentioning(f"--port {server.url.rsplit(':', 1)[1]}")
 
 
@@ -37,5 +38,5 @@ def test_ray_nodes_stop_when_the_test_raises() -> None:
             assert processes_mentioning(f":{port}")  # the raylet names the GCS address it joined
             leaders = [node.proc.pid for node in cluster.nodes]
             raise Boom
-    assert not any(group_alive(g) for g in leaders)
+    assert all(group_gone(g) for g in leaders)
     assert not processes_mentioning(f":{port}")
