@@ -63,7 +63,9 @@ def retry_delays() -> tuple[float, ...]:
     """The waits between attempts of one write: :data:`RETRY_DELAYS_ENV`'s if set, else :data:`RETRY_DELAYS_S`.
 
     An environment variable, not a Hydra setting, so that every process that writes a sweep's
-    records (its driver, its writer process, a resumed sweep, ``sweeper sync``) waits alike.
+    records waits alike: its driver, its writer process, a resumed sweep, and through Ray Client
+    the writer on the head (``sweeper.run.cluster.FORWARDED_ENV``). ``sweeper sync`` keeps its own
+    short waits (:func:`sync`).
 
     Raises:
         ValueError: the variable holds anything but seconds >= 0 separated by commas.

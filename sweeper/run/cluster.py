@@ -23,12 +23,17 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from sweeper.record.spool import RETRY_DELAYS_ENV
+
 #: ``ray.working_dir`` value that uploads the launch directory when joining a cluster.
 AUTO = "auto"
 #: Set by Ray's job supervisor for a job's entrypoint: its JobConfig, runtime_env included.
 JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
 #: Environment variables every worker gets (see hydra_sweeper._TUNE_ENV).
 WORKER_ENV = {"RAY_CHDIR_TO_TRIAL_DIR": "0"}
+#: The driver's settings its workers get too, where it has them: through Ray Client the sweep's MLflow
+#: writer runs in a Ray task on the head, and waits out an outage as the driver would have.
+FORWARDED_ENV = (RETRY_DELAYS_ENV,)
 
 _ADDRESS = re.compile(r"^(auto|local|ray://[^\s:/]+(:\d+)?|[^\s:/]+(:\d+))$")
 
@@ -70,7 +75,7 @@ def runtime_env(ray_cfg: Mapping[str, Any], *, code_dir: str | None, launch_dir:
     else:
         upload = setting
     env: dict[str, Any] = {}
-    env_vars = dict(WORKER_ENV)
+    env_vars = {**WORKER_ENV, **{k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}}
     if upload is None and _job_ships_code():
         relative = _relative_to(Path(code_dir).resolve(), Path(launch_dir).resolve()) if code_dir else None
         if relative not in (None, "."):

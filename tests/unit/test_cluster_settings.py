@@ -39,6 +39,16 @@ def test_local_ray_uploads_nothing_and_imports_from_where_the_code_lies(tmp_path
     assert env["env_vars"]["RAY_CHDIR_TO_TRIAL_DIR"] == "0"
 
 
+def test_the_drivers_mlflow_retry_waits_reach_the_workers_where_it_sets_them(tmp_path, monkeypatch) -> None:
+    """Through Ray Client the sweep's MLflow writer runs in a Ray task on the head: it must wait as set."""
+    monkeypatch.delenv("SWEEPER_MLFLOW_RETRY_DELAYS_S", raising=False)
+    env = runtime_env(ray_block(address="ray://head:10001"), code_dir=None, launch_dir=str(tmp_path))
+    assert "SWEEPER_MLFLOW_RETRY_DELAYS_S" not in env["env_vars"]
+    monkeypatch.setenv("SWEEPER_MLFLOW_RETRY_DELAYS_S", "1,2,4,8,16,32")
+    env = runtime_env(ray_block(address="ray://head:10001"), code_dir=None, launch_dir=str(tmp_path))
+    assert env["env_vars"]["SWEEPER_MLFLOW_RETRY_DELAYS_S"] == "1,2,4,8,16,32"
+
+
 def test_joining_a_cluster_uploads_the_launch_dir_with_the_script_folder_on_the_path(tmp_path) -> None:
     (tmp_path / "app").mkdir()
     env = runtime_env(ray_block(address="auto"), code_dir=str(tmp_path / "app"), launch_dir=str(tmp_path))
