@@ -1,9 +1,9 @@
 """The tracking server goes away during a sweep: nothing is lost.
 
-Real parts: PostgreSQL, ``mlflow server`` (cluster/mlflow/serve.sh), a sweep through the Hydra
-command line on a local Ray. The server process is stopped while trials run and started again
-on the same port; in the second case it stays away until the sweep has ended, and
-``sweeper sync`` sends what was spooled.
+Real parts: PostgreSQL, ``mlflow server`` (cluster/mlflow/serve.sh), two sweeps through the
+Hydra command line on the session's Ray head, side by side, each with a server of its own. A
+server process is stopped while trials run and started again on the same port; in the second
+case it stays away until the sweep has ended, and ``sweeper sync`` sends what was spooled.
 """
 
 from __future__ import annotations
@@ -78,38 +78,48 @@ def _assert_complete(url: str, experiment: str, num_trials: int) -> int:
 
 
 def test_writes_wait_out_an_outage_and_a_sync_sends_what_the_sweep_left(tmp_path: Path) -> None:
-    with postgres_server() as pg:
-        backend, port = pg.create_database("mlflow"), free_port()
-        root = tmp_path / "server"
-        url = f"http://127.0.0.1:{port}"
+    """Two sweeps side by side, each logging to a tracking server of its own (one PostgreSQL, a database
+    each): "outage" loses its server mid-sweep and gets it back; "late" loses its server just after its run
+    is created, until after the sweep has ended."""
+    with postgres_server() as pg, contextlib.ExitStack() as stack:
+        servers: dict[str, tuple[Path, str, int]] = {}  # sweep -> the server's folder, backend store, port
+        up: dict[str, contextlib.ExitStack] = {}
+        for name in ("outage", "late"):
+            servers[name] = (tmp_path / f"server-{name}", pg.create_database(name), free_port())
+            up[name] = stack.enter_context(contextlib.ExitStack())
+            up[name].enter_context(mlflow_server(*servers[name][:2], port=servers[name][2]))
+        url = {name: f"http://127.0.0.1:{port}" for name, (_, _, port) in servers.items()}
 
+        proc, sweep_dir, log = _sweep(tmp_path, url["outage"], 8, "outage")
+        # The late sweep waits out the outage for 1.5 s, not 15 (retrying each write, then at each close of
+        # its writers).
+        late, late_dir, late_log = _sweep(tmp_path, url["late"], 4, "late", SWEEPER_MLFLOW_RETRY_DELAYS_S="0.5,1")
+        # 2. The server goes away and stays away until the sweep has ended.
+        _wait(lambda: "MLflow: experiment" in late_log.read_text(), "the late sweep's run created", late_log)
+        up["late"].close()
         # 1. The server goes away mid-sweep for longer than the retries last, then comes back.
-        with contextlib.ExitStack() as first:
-            first.enter_context(mlflow_server(root, backend, port=port))
-            proc, sweep_dir, log = _sweep(tmp_path, url, 8, "outage")
-            _wait(lambda: _finished(url, "outage") >= 2, "two trials finished", log)
+        _wait(lambda: _finished(url["outage"], "outage") >= 2, "two trials finished", log)
+        up["outage"].close()
         _wait(lambda: (sweep_dir / SPOOL).is_file(), "writes spooled while the server is away", log, 120)
-        with mlflow_server(root, backend, port=port):
-            assert proc.wait(300) == 0, log.read_text()[-4000:]
-            assert not (sweep_dir / SPOOL).exists()
-            assert "spooling writes" in log.read_text() and "spooled writes were sent" in log.read_text()
-            record_faults("tracking server stopped mid-sweep, restarted", faults_injected=1, trials_expected=8,
-                          trials_recorded=_assert_complete(url, "outage", 8), duplicates=0)
+        stack.enter_context(mlflow_server(*servers["outage"][:2], port=servers["outage"][2]))
 
-            # 2. The server goes away and stays away until the sweep has ended. The sweep waits out the
-            # outage for 1.5 s, not 15 (retrying each write, then at each close of its writers).
-            proc, sweep_dir, log = _sweep(tmp_path, url, 4, "late", SWEEPER_MLFLOW_RETRY_DELAYS_S="0.5,1")
-            _wait(lambda: "MLflow: experiment" in log.read_text(), "the sweep's run created", log)
-        assert proc.wait(400) == 0, log.read_text()[-4000:]
-        assert "sweeper sync" in log.read_text()
-        assert "spooling writes" in log.read_text()
-        assert (sweep_dir / SPOOL).is_file()
-        refused = subprocess.run([str(VENV_BIN / "sweeper"), "sync", str(sweep_dir)], capture_output=True, text=True)
+        # While the first sweep sends its spool and ends: the second has ended with its server away.
+        assert late.wait(400) == 0, late_log.read_text()[-4000:]
+        assert "sweeper sync" in late_log.read_text()
+        assert "spooling writes" in late_log.read_text()
+        assert (late_dir / SPOOL).is_file()
+        refused = subprocess.run([str(VENV_BIN / "sweeper"), "sync", str(late_dir)], capture_output=True, text=True)
         assert refused.returncode == 1 and "cannot reach" in refused.stderr + refused.stdout
-        with mlflow_server(root, backend, port=port):
-            synced = subprocess.run([str(VENV_BIN / "sweeper"), "sync", str(sweep_dir)], capture_output=True,
-                                    text=True, timeout=120)
-            assert synced.returncode == 0, synced.stdout + synced.stderr
-            assert not (sweep_dir / SPOOL).exists()
-            record_faults("tracking server down until the sweep ended, then sweeper sync", faults_injected=1,
-                          trials_expected=4, trials_recorded=_assert_complete(url, "late", 4), duplicates=0)
+        stack.enter_context(mlflow_server(*servers["late"][:2], port=servers["late"][2]))
+        synced = subprocess.run([str(VENV_BIN / "sweeper"), "sync", str(late_dir)], capture_output=True, text=True,
+                                timeout=120)
+        assert synced.returncode == 0, synced.stdout + synced.stderr
+        assert not (late_dir / SPOOL).exists()
+        record_faults("tracking server down until the sweep ended, then sweeper sync", faults_injected=1,
+                      trials_expected=4, trials_recorded=_assert_complete(url["late"], "late", 4), duplicates=0)
+
+        assert proc.wait(300) == 0, log.read_text()[-4000:]
+        assert not (sweep_dir / SPOOL).exists()
+        assert "spooling writes" in log.read_text() and "spooled writes were sent" in log.read_text()
+        record_faults("tracking server stopped mid-sweep, restarted", faults_injected=1, trials_expected=8,
+                      trials_recorded=_assert_complete(url["outage"], "outage", 8), duplicates=0)
