@@ -88,9 +88,8 @@ class SweeperImpl:
     # ---------------------------------------------------------------- sweep
     def sweep(self, arguments: list[str]) -> None:
         assert self.config is not None and self.hydra_context is not None and self.task_function is not None
-        space, policy_settings = self._validate(arguments)
+        space, policy_settings, ray_cfg, mlflow_cfg = self._validate(arguments)
         composer = self._composer(space)
-        ray_cfg = self._block("ray")
         sweep_dir = Path(str(self.config.hydra.sweep.dir)).absolute()
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
@@ -105,15 +104,15 @@ class SweeperImpl:
         )
         # The MLflow writer process, forked while this process has no other thread (through Ray
         # Client the writer is a thread on the head instead).
-        # A resumed sweep keeps the store and run its manifest names: its mlflow block is not resolved again.
-        mlflow_cfg = self._block("mlflow") if manifest is None else None
-        tracking_uri = manifest.tracking_uri if mlflow_cfg is None else str(mlflow_cfg["tracking_uri"])
+        # A resumed sweep keeps the store and run its manifest names.
+        tracking_uri = manifest.tracking_uri if manifest is not None else str(mlflow_cfg["tracking_uri"])
         writer_start = None if is_client_address(ray_cfg.get("address")) else WriterStart.fork(
             sweep_dir / SPOOL_FILE, tracking_uri)
         # MLflow's store (its schema migrations on a new SQLite file take seconds) and the
         # sweep's run open in a thread while Ray starts; the trials wait for both.
         pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow-open")
-        opening = pool.submit(self._open_records, manifest, mlflow_cfg, space, policy_settings, sweep_dir, arguments)
+        opening = pool.submit(self._open_records, manifest, mlflow_cfg, ray_cfg, space, policy_settings, sweep_dir,
+                              arguments)
         pool.shutdown(wait=False)
         status = "FAILED"
         try:
@@ -138,8 +137,11 @@ class SweeperImpl:
         self._finish(tracker, parent_run_id, recorder, searcher, sweep_dir, policy_settings)
 
     # ---------------------------------------------------------------- validation
-    def _validate(self, arguments: list[str]) -> tuple[SearchSpace, PolicySettings]:
-        """Check everything that can be checked before Ray starts; raise once with every problem."""
+    def _validate(self, arguments: list[str]) -> tuple[SearchSpace, PolicySettings, dict[str, Any], dict[str, Any]]:
+        """Check everything that can be checked before Ray starts; raise once with every problem.
+
+        Returns the space, the policy's settings and the resolved ``ray`` and ``mlflow`` blocks.
+        """
         problems: list[str] = []
         space: SearchSpace | None = None
         try:
@@ -181,7 +183,8 @@ class SweeperImpl:
             ray_problem = unreachable(ray_block.get("address"))
             if ray_problem:
                 problems.append(ray_problem)
-        uri = str(self._block("mlflow")["tracking_uri"])
+        mlflow_block = self._block("mlflow")
+        uri = str(mlflow_block["tracking_uri"])
         uri_problem = tracking_uri_problem(uri)
         if uri_problem:
             problems.append(f"mlflow.tracking_uri={uri!r} is invalid: {uri_problem}.")
@@ -192,7 +195,7 @@ class SweeperImpl:
         if problems:
             raise SweeperConfigError(problems)
         assert space is not None
-        return space, settings
+        return space, settings, ray_block, mlflow_block
 
     def _composer(self, space: SearchSpace) -> TrialComposer:
         """Compose the config of the space's centre point, as every trial will, before Ray starts.
@@ -253,8 +256,9 @@ class SweeperImpl:
         return block
 
     # ---------------------------------------------------------------- MLflow parent run
-    def _open_records(self, manifest: SweepManifest | None, mlflow_cfg: dict[str, Any] | None, space: SearchSpace,
-                      settings: PolicySettings, sweep_dir: Path, arguments: list[str]) -> tuple[Any, str]:
+    def _open_records(self, manifest: SweepManifest | None, mlflow_cfg: dict[str, Any], ray_cfg: dict[str, Any],
+                      space: SearchSpace, settings: PolicySettings, sweep_dir: Path,
+                      arguments: list[str]) -> tuple[Any, str]:
         """The MLflow tracker and the sweep's run: a resumed sweep's (``manifest``), reopened, or a new one
         in the resolved ``mlflow`` block's experiment."""
         from sweeper.record.tracking import MLflowTracker
@@ -266,14 +270,14 @@ class SweeperImpl:
             log.info("Resuming the sweep of %s (MLflow run %s)", sweep_dir, parent_run_id)
         else:
             tracker = MLflowTracker(str(mlflow_cfg["tracking_uri"]), str(mlflow_cfg["experiment_name"]))
-            parent_run_id = self._start_parent_run(tracker, space, settings, sweep_dir, arguments)
+            parent_run_id = self._start_parent_run(tracker, ray_cfg, space, settings, sweep_dir, arguments)
         # Its link now, not only at the end: the run shows the trials and the live maps as they come.
         log.info("MLflow: experiment %r at %s, sweep run %s (in the MLflow UI: %s)", tracker.experiment_name,
                  tracker.tracking_uri, parent_run_id, tracker.run_url(parent_run_id))
         return tracker, parent_run_id
 
-    def _start_parent_run(self, tracker: Any, space: SearchSpace, settings: PolicySettings, sweep_dir: Path,
-                          arguments: list[str]) -> str:
+    def _start_parent_run(self, tracker: Any, ray_cfg: dict[str, Any], space: SearchSpace, settings: PolicySettings,
+                          sweep_dir: Path, arguments: list[str]) -> str:
         # Credentials in the config or on the command line never reach the records: the
         # tracker redacts every param and tag; the command line is redacted argument by
         # argument (exact where free text must guess), the config as a tree.
@@ -298,7 +302,7 @@ class SweeperImpl:
                 **{f"driver.{k}": v for k, v in capture_conditions(self._code_dir()).items()},
             },
         )
-        storage, name = tune_location(self._block("ray"), sweep_dir, run_id)
+        storage, name = tune_location(ray_cfg, sweep_dir, run_id)
         tracker.log(run_id, tags={"tune_experiment": tune_experiment_path(storage, name)})
         tracker.log_text(run_id, redact_yaml_config(self.config), "multirun.yaml")
         tracker.log_text(run_id, json.dumps(redact_tree(space.to_dict()), indent=2), "search_space.json")

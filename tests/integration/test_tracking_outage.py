@@ -83,11 +83,17 @@ def test_writes_wait_out_an_outage_and_a_sync_sends_what_the_sweep_left(tmp_path
     is created, until after the sweep has ended."""
     with postgres_server() as pg, contextlib.ExitStack() as stack:
         servers: dict[str, tuple[Path, str, int]] = {}  # sweep -> the server's folder, backend store, port
+
+        def serve(name: str) -> contextlib.AbstractContextManager:
+            """The sweep's server, started (again: the same folder, store and port)."""
+            root, backend, port = servers[name]
+            return mlflow_server(root, backend, port=port)
+
         up: dict[str, contextlib.ExitStack] = {}
         for name in ("outage", "late"):
             servers[name] = (tmp_path / f"server-{name}", pg.create_database(name), free_port())
             up[name] = stack.enter_context(contextlib.ExitStack())
-            up[name].enter_context(mlflow_server(*servers[name][:2], port=servers[name][2]))
+            up[name].enter_context(serve(name))
         url = {name: f"http://127.0.0.1:{port}" for name, (_, _, port) in servers.items()}
 
         proc, sweep_dir, log = _sweep(tmp_path, url["outage"], 8, "outage")
@@ -101,7 +107,7 @@ def test_writes_wait_out_an_outage_and_a_sync_sends_what_the_sweep_left(tmp_path
         _wait(lambda: _finished(url["outage"], "outage") >= 2, "two trials finished", log)
         up["outage"].close()
         _wait(lambda: (sweep_dir / SPOOL).is_file(), "writes spooled while the server is away", log, 120)
-        stack.enter_context(mlflow_server(*servers["outage"][:2], port=servers["outage"][2]))
+        stack.enter_context(serve("outage"))
 
         # While the first sweep sends its spool and ends: the second has ended with its server away.
         assert late.wait(400) == 0, late_log.read_text()[-4000:]
@@ -110,7 +116,7 @@ def test_writes_wait_out_an_outage_and_a_sync_sends_what_the_sweep_left(tmp_path
         assert (late_dir / SPOOL).is_file()
         refused = subprocess.run([str(VENV_BIN / "sweeper"), "sync", str(late_dir)], capture_output=True, text=True)
         assert refused.returncode == 1 and "cannot reach" in refused.stderr + refused.stdout
-        stack.enter_context(mlflow_server(*servers["late"][:2], port=servers["late"][2]))
+        stack.enter_context(serve("late"))
         synced = subprocess.run([str(VENV_BIN / "sweeper"), "sync", str(late_dir)], capture_output=True, text=True,
                                 timeout=120)
         assert synced.returncode == 0, synced.stdout + synced.stderr
