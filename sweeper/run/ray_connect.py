@@ -111,9 +111,12 @@ def unreachable(address: str | None, timeout_s: float = 5.0) -> str | None:
             f"the host and port, or try ray.address=null to run on a local Ray.")
 
 
-#: Ray Client's per-driver server on the head sometimes dies as it starts (seen with Ray 2.60:
-#: "Starting Ray client server failed", a gRPC epoll error in its log); a new try gets a new one.
+#: Ray Client's per-driver server on the head sometimes dies as it starts; a new try gets a new one.
 CLIENT_START_ATTEMPTS = 3
+#: How Ray 2.60 says so: "Starting Ray client server failed" (a gRPC epoll error in the server's log), or
+#: an "Initialization failure from server" whose traceback is the proxy's start_specific_server finding
+#: the new server a zombie.
+CLIENT_START_FAILURES = ("Starting Ray client server failed", "start_specific_server")
 
 
 def init_ray(ray: Any, kwargs: dict[str, Any], env: dict[str, Any], client: bool) -> None:
@@ -123,7 +126,8 @@ def init_ray(ray: Any, kwargs: dict[str, Any], env: dict[str, Any], client: bool
             ray.init(**{**kwargs, "runtime_env": copy.deepcopy(env)})  # Ray rewrites it (working_dir -> gcs://)
             return
         except ConnectionError as exc:
-            if not client or "Starting Ray client server failed" not in str(exc) or attempt == CLIENT_START_ATTEMPTS:
+            if not client or not any(sign in str(exc) for sign in CLIENT_START_FAILURES) \
+                    or attempt == CLIENT_START_ATTEMPTS:
                 raise
             log.warning("Ray Client's server on the head failed to start (attempt %d of %d); trying again",
                         attempt, CLIENT_START_ATTEMPTS)
