@@ -27,8 +27,15 @@ key                effect
 
 What is *in force* is then read back (:class:`EnvironmentInForce`), not copied from the
 request: the thread count of every BLAS pool and of torch, whether deterministic
-algorithms are on, the cuDNN flags, the matmul precision, the device. torch is imported
-only when installed; without it the torch settings are skipped and recorded as absent.
+algorithms are on, the cuDNN flags, the matmul precision, the device. Without torch
+installed the torch settings are skipped and recorded as absent.
+
+torch is not imported for a task that has not imported it, where the device does not
+depend on it (``env.device=cpu``, or ``auto`` where no GPU can be seen: no GPU device file
+or ``CUDA_VISIBLE_DEVICES`` empty). Importing it would cost each worker of an sklearn model
+or a toy function about 1.8 CPU-seconds and 600 MB (peak resident size), for settings the
+task never reads. The torch settings are put in force when the task imports torch itself
+(an import hook, before its ``import torch`` returns), and what is in force is read again.
 
 References:
     Crane, M. (2018). Questionable Answers in Question Answering Research:
@@ -38,9 +45,12 @@ References:
 
 from __future__ import annotations
 
+import importlib.abc
 import importlib.util
+import logging
 import os
 import random
+import sys
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
 from typing import Any
@@ -54,6 +64,10 @@ MATMUL_PRECISIONS = ("highest", "high", "medium")
 #: cuBLAS needs a fixed workspace to be deterministic (PyTorch's reproducibility notes).
 CUBLAS_WORKSPACE = ":4096:8"
 _THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+#: Device files without which torch sees no GPU on Linux: NVIDIA's driver, AMD's ROCm, WSL 2's GPU.
+GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/kfd", "/dev/dxg")
+
+log = logging.getLogger(__name__)
 
 
 class EnvironmentSettingError(ValueError):
@@ -180,41 +194,52 @@ def apply_environment(env: Mapping[str, Any] | EnvSettings | None) -> Environmen
     Raises:
         EnvironmentSettingError: A bad setting, or ``device=cuda`` without a visible GPU.
     """
-    global _LAST
+    global _LAST, _PENDING
     s = env if isinstance(env, EnvSettings) else EnvSettings.from_config(env)
-    torch = _torch()
+    _PENDING = None  # a request still waiting for torch is replaced by this one
+    torch = _torch_now(s.device)
     device = _resolve_device(s.device, torch)
-    original = _original_state(torch)
+    original = _original_state()
+    if torch is not None:
+        _original_torch_threads(torch)  # before the pools are limited below
     from threadpoolctl import threadpool_limits
 
     # A reused worker ran other trials before: a setting left at null or false restores the
     # process's own state instead of inheriting the previous trial's.
-    threads = {k: str(s.threads) for k in _THREAD_VARIABLES} if s.threads is not None else original.variables
-    _set_variables(threads, _THREAD_VARIABLES)
+    _set_variables(_thread_variables(s, original), _THREAD_VARIABLES)
     threadpool_limits(limits=s.threads if s.threads is not None else original.pools)  # stays for the trial
     cublas = {"CUBLAS_WORKSPACE_CONFIG": CUBLAS_WORKSPACE} if s.deterministic else original.variables
     _set_variables(cublas, ("CUBLAS_WORKSPACE_CONFIG",))
     random.seed(s.seed)
     np.random.seed(s.seed)
     if torch is not None:
-        torch.set_num_threads(s.threads if s.threads is not None else original.torch_threads)
-        torch.manual_seed(s.seed)  # seeds every CUDA device too
-        torch.use_deterministic_algorithms(s.deterministic)
-        torch.backends.cudnn.enabled = s.cudnn
-        torch.backends.cudnn.deterministic = s.deterministic
-        torch.backends.cudnn.benchmark = s.cudnn_benchmark and not s.deterministic
-        torch.set_float32_matmul_precision(s.matmul_precision)
-        torch.backends.cudnn.allow_tf32 = s.matmul_precision != "highest"  # convolutions follow matmuls
+        _apply_torch(torch, s)
+    elif importlib.util.find_spec("torch") is not None:  # installed, not loaded: when the task imports it
+        _PENDING = s
+        if not any(isinstance(f, _TorchImportHook) for f in sys.meta_path):
+            sys.meta_path.insert(0, _TorchImportHook())
     _LAST = read_environment(s.seed, device)
     return _LAST
 
 
+def _apply_torch(torch: Any, s: EnvSettings) -> None:
+    """The torch part of the settings (see the module docstring's table)."""
+    torch.set_num_threads(s.threads if s.threads is not None else _original_torch_threads(torch))
+    torch.manual_seed(s.seed)  # seeds every CUDA device too
+    torch.use_deterministic_algorithms(s.deterministic)
+    torch.backends.cudnn.enabled = s.cudnn
+    torch.backends.cudnn.deterministic = s.deterministic
+    torch.backends.cudnn.benchmark = s.cudnn_benchmark and not s.deterministic
+    torch.set_float32_matmul_precision(s.matmul_precision)
+    torch.backends.cudnn.allow_tf32 = s.matmul_precision != "highest"  # convolutions follow matmuls
+
+
 def read_environment(seed: int, device: str) -> EnvironmentInForce:
-    """Read the thread counts, torch flags and matmul precision now in force."""
+    """Read the thread counts, torch flags and matmul precision now in force (torch's if it is loaded)."""
     from threadpoolctl import threadpool_info
 
     pools = ",".join(sorted(f"{p.get('internal_api')}={p.get('num_threads')}" for p in threadpool_info()))
-    torch = _torch()
+    torch = sys.modules.get("torch")  # not loaded: its settings wait for the task's import
     if torch is None:
         return EnvironmentInForce(seed, device, pools)
     return EnvironmentInForce(
@@ -231,22 +256,96 @@ class _OriginalState:
 
     variables: dict[str, str]
     pools: dict[str, int]
-    torch_threads: int
 
 
 _ORIGINAL: _OriginalState | None = None
+_ORIGINAL_TORCH_THREADS: int | None = None
+#: The settings whose torch part waits for the task's ``import torch`` (None: nothing waits).
+_PENDING: EnvSettings | None = None
 
 
-def _original_state(torch: Any) -> _OriginalState:
+def _original_state() -> _OriginalState:
     global _ORIGINAL
     if _ORIGINAL is None:
         from threadpoolctl import threadpool_info
 
         _ORIGINAL = _OriginalState(
             variables={k: os.environ[k] for k in (*_THREAD_VARIABLES, "CUBLAS_WORKSPACE_CONFIG") if k in os.environ},
-            pools={p["user_api"]: p["num_threads"] for p in threadpool_info()},
-            torch_threads=torch.get_num_threads() if torch is not None else 0)
+            pools={p["user_api"]: p["num_threads"] for p in threadpool_info()})
     return _ORIGINAL
+
+
+def _original_torch_threads(torch: Any) -> int:
+    """torch's own thread count in this process, read before any trial set it."""
+    global _ORIGINAL_TORCH_THREADS
+    if _ORIGINAL_TORCH_THREADS is None:
+        _ORIGINAL_TORCH_THREADS = torch.get_num_threads()
+    return _ORIGINAL_TORCH_THREADS
+
+
+def _thread_variables(s: EnvSettings, original: _OriginalState) -> dict[str, str]:
+    return {k: str(s.threads) for k in _THREAD_VARIABLES} if s.threads is not None else original.variables
+
+
+class _TorchImportHook(importlib.abc.MetaPathFinder):
+    """Puts the waiting settings' torch part in force as the task's ``import torch`` completes.
+
+    First on ``sys.meta_path`` once settings have waited, it answers for ``torch`` alone: it
+    takes the spec the other finders give and wraps its loader (once; it then leaves the path).
+    """
+
+    def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
+        if fullname != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        if spec is not None and spec.loader is not None:
+            spec.loader = _ThenApplySettings(spec.loader)
+        return spec
+
+
+class _ThenApplySettings(importlib.abc.Loader):
+    """torch's own loader, then :func:`_torch_loaded`; the module keeps its own loader.
+
+    torch loads under the process's own thread variables, not a trial's, so that its own
+    thread count is read as it would be without a trial (a later trial with ``threads=null``
+    gets it back, and with it torch's OpenMP pool), as when torch is imported before any trial.
+    """
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def create_module(self, spec: Any) -> Any:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: Any) -> None:
+        module.__loader__ = module.__spec__.loader = self.loader
+        trials = {k: os.environ[k] for k in _THREAD_VARIABLES if k in os.environ}
+        _set_variables(_original_state().variables, _THREAD_VARIABLES)
+        try:
+            self.loader.exec_module(module)
+            _original_torch_threads(module)
+        finally:
+            _set_variables(trials, _THREAD_VARIABLES)
+        _torch_loaded(module)
+
+
+def _torch_loaded(torch: Any) -> None:
+    """Put the waiting settings' torch part in force, and read what is in force again."""
+    global _LAST, _PENDING
+    s, _PENDING = _PENDING, None
+    if s is None:
+        return
+    try:
+        from threadpoolctl import threadpool_limits
+
+        if s.threads is not None:  # torch's own pools, loaded now
+            threadpool_limits(limits=s.threads)
+        _apply_torch(torch, s)
+        if _LAST is not None:
+            _LAST = read_environment(_LAST.seed, _LAST.device)
+    except Exception:  # noqa: BLE001 - never fail the task's import; the record reads what is in force
+        log.exception("could not put the env settings in force on torch as the task imported it")
 
 
 def _set_variables(values: Mapping[str, str], names: tuple[str, ...]) -> None:
@@ -258,17 +357,37 @@ def _set_variables(values: Mapping[str, str], names: tuple[str, ...]) -> None:
 
 
 def last_environment() -> EnvironmentInForce | None:
-    """What the latest :func:`apply_environment` in this process put in force (None before any)."""
+    """What is in force after the latest :func:`apply_environment` in this process (None before any): as it
+    returned it, or as read again when the task imported torch since."""
     return _LAST
 
 
-def _torch() -> Any:
-    """torch if it is installed (imported on first use), else None."""
+def _torch_now(device: str) -> Any:
+    """torch, if the task has imported it or the device depends on it; else None (see the module docstring)."""
+    if "torch" in sys.modules:
+        return sys.modules["torch"]
     if importlib.util.find_spec("torch") is None:
+        return None
+    if device == "cpu" or (device == "auto" and not gpu_possible()):
         return None
     import torch
 
     return torch
+
+
+def gpu_possible() -> bool:
+    """Whether torch could see a GPU in this process, answered without importing it.
+
+    False where ``CUDA_VISIBLE_DEVICES`` hides every device, on macOS (no CUDA), and on Linux
+    without any of :data:`GPU_DEVICE_FILES`; True otherwise (torch then decides).
+    """
+    if os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1"):
+        return False
+    if sys.platform == "darwin":
+        return False
+    if sys.platform.startswith("linux"):
+        return any(os.path.exists(f) for f in GPU_DEVICE_FILES)
+    return True
 
 
 def _resolve_device(requested: str, torch: Any) -> str:

@@ -35,7 +35,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from sweeper.checkpoint import storing_in
-from sweeper.environment import ENV_KEY, EnvironmentInForce, apply_environment
+from sweeper.environment import ENV_KEY, EnvironmentInForce, apply_environment, last_environment
 from sweeper.record.conditions import capture_conditions, installed_packages
 from sweeper.record.metrics import reporting_to
 from sweeper.run.checkpoints import TuneCheckpoints
@@ -204,8 +204,8 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
     else:  # uploaded code: this node has no checkout; its version is the driver's
         conditions = {**capture_conditions(os.getcwd()), **ctx.shipped_code}
     conditions.update(node_placement())
-    if in_force is not None:
-        conditions.update(in_force.as_conditions())
+    if in_force is not None:  # as read again if the task imported torch since (sweeper.environment)
+        conditions.update((last_environment() or in_force).as_conditions())
     seed = next((result[CONFIG_KEY][k] for k in SEED_KEYS if k in result[CONFIG_KEY]), None)
     if seed is not None:
         conditions["seed"] = str(seed)

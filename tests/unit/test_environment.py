@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import json
 import os
 import random
+import subprocess
+import sys
 
 import numpy as np
 import pytest
 import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
+from sweeper import environment
 from sweeper.environment import EnvironmentSettingError, EnvSettings, apply_environment, env_problems
 from sweeper.record.conditions import capture_conditions, installed_packages, measurement_record, packages_hash
 from sweeper.search.grammar import parse_specs
@@ -163,3 +167,74 @@ def test_convolutions_follow_the_matmul_precision(precision: str, tf32: bool) ->
     assert in_force.cudnn_allow_tf32 is tf32
     assert in_force.as_conditions()["env_in_force.cudnn_allow_tf32"] == str(tf32).lower()
     apply_environment({"seed": 0})
+
+
+# A task that has not imported torch (an sklearn model with a seed) does not load it; its torch settings wait for
+# the task's own `import torch`. Each check runs in a fresh interpreter: this module has torch loaded.
+WAITS_FOR_TORCH = """
+import json, os, sys
+from sweeper.environment import apply_environment, last_environment
+first = apply_environment({"seed": 7, "threads": 1})
+in_force = apply_environment({"seed": 5, "threads": 2, "deterministic": True})  # the later request wins
+out = {"loaded_before": "torch" in sys.modules, "threads_before": in_force.torch_threads, "device": in_force.device}
+import torch
+seed, draws = torch.initial_seed(), torch.randn(3).tolist()
+torch.manual_seed(5)
+last = last_environment()
+out.update(seed=seed, same_draws=draws == torch.randn(3).tolist(), threads=torch.get_num_threads(),
+           deterministic=torch.are_deterministic_algorithms_enabled(), precision=torch.get_float32_matmul_precision(),
+           recorded=last.as_conditions(), loader=type(torch.__spec__.loader).__name__,
+           hooks=[type(f).__name__ for f in sys.meta_path if "Torch" in type(f).__name__])
+apply_environment({"seed": 5})  # a later trial leaves threads alone: torch's own count comes back
+out["threads_after"] = torch.get_num_threads()
+from threadpoolctl import threadpool_info
+out["pools_after"] = {p["user_api"]: p["num_threads"] for p in threadpool_info()}
+print(json.dumps(out))
+"""
+
+
+def _fresh_python(code: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **env})
+
+
+def test_a_task_without_torch_does_not_load_it_and_its_settings_apply_when_it_does() -> None:
+    # CUDA_VISIBLE_DEVICES="" hides every GPU, so device=auto needs no torch on any machine.
+    proc = _fresh_python(WAITS_FOR_TORCH, CUDA_VISIBLE_DEVICES="", OMP_NUM_THREADS="1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert not out["loaded_before"] and out["threads_before"] is None and out["device"] == "cpu"
+    assert out["seed"] == 5 and out["same_draws"] and out["threads"] == 2 and out["deterministic"]
+    assert out["precision"] == "highest"
+    assert {"env_in_force.torch_threads": "2", "env_in_force.deterministic": "true",
+            "env_in_force.cudnn_deterministic": "true"}.items() <= out["recorded"].items()
+    assert out["loader"] != "_ThenApplySettings" and out["hooks"] == []  # torch keeps its loader; the hook is gone
+    # torch loaded under the process's own OMP_NUM_THREADS, not the trial's: its count and pools come back
+    assert out["threads_after"] == 1 and set(out["pools_after"].values()) == {1}, out["pools_after"]
+
+
+def test_cuda_asks_torch_even_before_the_task_imports_it() -> None:
+    code = ("import sys\nfrom sweeper.environment import apply_environment\n"
+            "try:\n    apply_environment({'device': 'cuda'})\nexcept Exception as exc:\n    print(exc)\n"
+            "print('torch' in sys.modules)")
+    proc = _fresh_python(code, CUDA_VISIBLE_DEVICES="")
+    assert proc.stdout.split()[-1] == "True" and "env.device=cuda but torch sees no GPU" in proc.stdout, proc.stderr
+
+
+def test_gpu_possible_is_answered_without_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(environment.sys, "platform", "linux")
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "0")
+    monkeypatch.setattr(environment.os.path, "exists", lambda path: path == "/dev/nvidiactl")
+    assert environment.gpu_possible()
+    monkeypatch.setattr(environment.os.path, "exists", lambda path: False)
+    assert not environment.gpu_possible()  # no driver's device file: torch would see no GPU
+    monkeypatch.setattr(environment.os.path, "exists", lambda path: True)
+    for hidden in ("", "-1"):
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", hidden)
+        assert not environment.gpu_possible()
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert environment.gpu_possible()
+    monkeypatch.setattr(environment.sys, "platform", "darwin")
+    assert not environment.gpu_possible()
+    monkeypatch.setattr(environment.sys, "platform", "win32")
+    assert environment.gpu_possible()  # no cheap answer there: torch decides

@@ -5,13 +5,16 @@ The data are fixed (seed 1234); the weights' initialisation and the batch order 
 applies it again, as a stand-alone run would). The returned loss and weight checksum are
 exact functions of the seed and the kernels used, so equal environments must give
 bit-identical numbers.
+
+torch is imported inside the task, as a task may: a worker's first trial has its torch
+settings put in force as that import completes (no GPU here, so the worker had not loaded
+torch), a reused worker's later trials have them at once, and both must give the same numbers.
 """
 
 from __future__ import annotations
 
 import hydra
 import numpy as np
-import torch
 from omegaconf import DictConfig
 
 from sweeper.environment import apply_environment
@@ -20,6 +23,8 @@ from sweeper.environment import apply_environment
 @hydra.main(config_path="conf", config_name="torchy", version_base="1.3")
 def main(cfg: DictConfig) -> dict[str, float]:
     in_force = apply_environment(cfg.env)
+    import torch
+
     data = np.random.default_rng(1234)
     X = torch.tensor(data.standard_normal((512, 32)), dtype=torch.float32)
     y = torch.tensor((data.standard_normal(512) > 0).astype(np.int64))
