@@ -197,7 +197,8 @@ def apply_environment(env: Mapping[str, Any] | EnvSettings | None) -> Environmen
     global _LAST, _PENDING
     s = env if isinstance(env, EnvSettings) else EnvSettings.from_config(env)
     _PENDING = None  # a request still waiting for torch is replaced by this one
-    torch = _torch_now(s.device)
+    has_torch = "torch" in sys.modules or importlib.util.find_spec("torch") is not None
+    torch = _torch_now(s.device) if has_torch else None
     device = _resolve_device(s.device, torch)
     original = _original_state()
     if torch is not None:
@@ -214,7 +215,7 @@ def apply_environment(env: Mapping[str, Any] | EnvSettings | None) -> Environmen
     np.random.seed(s.seed)
     if torch is not None:
         _apply_torch(torch, s)
-    elif importlib.util.find_spec("torch") is not None:  # installed, not loaded: when the task imports it
+    elif has_torch:  # installed, not loaded: when the task imports it
         _PENDING = s
         if not any(isinstance(f, _TorchImportHook) for f in sys.meta_path):
             sys.meta_path.insert(0, _TorchImportHook())
@@ -363,11 +364,10 @@ def last_environment() -> EnvironmentInForce | None:
 
 
 def _torch_now(device: str) -> Any:
-    """torch, if the task has imported it or the device depends on it; else None (see the module docstring)."""
+    """Installed torch, if the task has imported it or the device depends on it; else None (see the module
+    docstring)."""
     if "torch" in sys.modules:
         return sys.modules["torch"]
-    if importlib.util.find_spec("torch") is None:
-        return None
     if device == "cpu" or (device == "auto" and not gpu_possible()):
         return None
     import torch
