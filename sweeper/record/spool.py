@@ -56,7 +56,10 @@ _MAX_CREATE_TAGS = 100
 _OUTAGE_SIGNS = ("Max retries exceeded", "Connection refused", "ConnectionError", "Connection aborted",
                  "RemoteDisconnected", "Read timed out", "timed out", "Name or service not known",
                  "Temporary failure in name resolution", "status code 502", "status code 503", "status code 504",
-                 "database is locked", "server closed the connection", "could not connect to server")
+                 "database is locked", "server closed the connection", "could not connect to server",
+                 # a SQLite store's conditions a user can clear: sent later by `sweeper sync`, never dropped
+                 "disk I/O error", "unable to open database file", "database or disk is full",
+                 "attempt to write a readonly database")
 
 
 def retry_delays() -> tuple[float, ...]:
@@ -84,7 +87,8 @@ def retry_delays() -> tuple[float, ...]:
 
 
 def is_outage(exc: BaseException) -> bool:
-    """Whether a failed write failed because the store could not be reached (worth retrying)."""
+    """Whether a failed write failed because the store could not be reached or written for now
+    (worth retrying, then spooling): a server away, or a SQLite file locked, full or unwritable."""
     text = f"{type(exc).__name__}: {exc}"
     return any(sign in text for sign in _OUTAGE_SIGNS)
 

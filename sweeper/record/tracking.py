@@ -296,24 +296,29 @@ def _client(tracking_uri: str, attempts: int = 6) -> MlflowClient:
     sweep and ``mlflow ui``, a script polling for runs) both run MLflow's schema
     migrations, and the slower one fails ("table ... already exists", "duplicate column
     name", an ``alembic_version`` mismatch): MLflow does not lock around them. Trackers
-    take turns through an exclusive ``flock`` on the database file (SQLite's own locks are
-    ``fcntl`` locks, independent of it); against any other process, opening again once the
-    other has finished succeeds. A SQLite store is put in write-ahead-log mode in the same
-    turn (:func:`_use_write_ahead_log`).
+    take turns through an exclusive ``flock`` on the database's folder; against any other
+    process, opening again once the other has finished succeeds. A SQLite store is put in
+    write-ahead-log mode in the same turn (:func:`_use_write_ahead_log`).
+
+    The lock is on the folder, never on a descriptor of the database file: closing any
+    descriptor of that file drops every POSIX lock the process holds on it, SQLite's
+    included (``fcntl(2)``). A writer that lost its shared lock let a reader's closing
+    connection take the exclusive lock, checkpoint and delete the write-ahead log under it,
+    and its next commits failed with "disk I/O error" (NOTE: docs/decisions/sqlite-readers.md).
     """
     path = tracking_uri[len("sqlite:///"):] if tracking_uri.startswith("sqlite:///") else None
     for attempt in range(attempts):
         try:
             if path is None or path == ":memory:":
                 return MlflowClient(tracking_uri)
-            with open(path, "ab") as db_file:  # an empty file is a new SQLite database
-                fcntl.flock(db_file, fcntl.LOCK_EX)
-                try:
-                    client = MlflowClient(tracking_uri)
-                    _use_write_ahead_log(path)
-                    return client
-                finally:
-                    fcntl.flock(db_file, fcntl.LOCK_UN)
+            folder = os.open(os.path.dirname(os.path.abspath(path)) or ".", os.O_RDONLY)
+            try:
+                fcntl.flock(folder, fcntl.LOCK_EX)
+                client = MlflowClient(tracking_uri)
+                _use_write_ahead_log(path)
+                return client
+            finally:
+                os.close(folder)  # releases the flock
         except Exception as exc:  # noqa: BLE001 - SQLAlchemy's or alembic's error, wrapped or not
             race = path is not None and any(m in str(exc) for m in _MIGRATION_RACE)
             if attempt == attempts - 1 or not race:

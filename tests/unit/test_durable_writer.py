@@ -175,3 +175,39 @@ def test_a_write_the_store_does_not_answer_is_spooled_after_the_waits_and_close_
     closing = time.monotonic()
     writer.close()
     assert 0.5 <= time.monotonic() - closing < 5.0 and writer.spooled == 1 and spool.is_file()
+
+
+def test_a_sqlite_write_that_fails_with_a_disk_error_is_retried_then_spooled_never_dropped(
+        tracker: MLflowTracker, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SQLite's "disk I/O error" (or a locked, full or read-only file) is the store's condition, not a bad
+    request: the write is retried, then waits in the spool, and ``sync`` sends it once the file takes writes."""
+    import sqlite3
+
+    from sweeper.record.spool import sync
+
+    run_id = tracker.start_run("sweep")
+    log_batch, failing = tracker.client.log_batch, {"left": 1}
+
+    def flaky(*args: Any, **kwargs: Any) -> Any:
+        if failing["left"]:
+            failing["left"] -= 1
+            raise sqlite3.OperationalError("disk I/O error")
+        return log_batch(*args, **kwargs)
+
+    monkeypatch.setattr(tracker.client, "log_batch", flaky)
+    spool = tmp_path / "mlflow_spool.jsonl"
+    writer = DurableWriter(tracker, spool, retry_delays_s=(0.0,), drain_every_s=3600.0)
+    writer.log("logging a metric", run_id, metrics={"m": 1.0})
+    writer._queue.join()
+    assert writer.failures == [] and writer.spooled == 0  # the retry went through
+    assert tracker.client.get_run(run_id).data.metrics == {"m": 1.0}
+
+    failing["left"] = 10**6  # the file stays unwritable: the write waits in the spool
+    writer.log("logging another metric", run_id, metrics={"n": 2.0})
+    writer.close(drain_timeout_s=0.0)
+    assert writer.failures == [] and writer.spooled == 1 and spool.is_file()
+
+    failing["left"] = 0
+    left, dropped = sync(tmp_path, lambda uri, experiment: tracker)
+    assert (left, dropped) == (0, []) and not spool.exists()
+    assert tracker.client.get_run(run_id).data.metrics == {"m": 1.0, "n": 2.0}

@@ -88,3 +88,55 @@ def test_the_tracker_redacts_what_any_caller_writes(tmp_path: Path) -> None:
     assert text == f"db:\n  password: {REDACTED}\nurl: redis://:{REDACTED}@h\n"
     raw = (tmp_path / "records.db").read_bytes()
     assert not any(s.encode() in raw for s in ("pw-S1", "cs-S2", "url-S3", "pw-S4"))
+
+
+_WRITER = """
+import sys, time
+from sweeper.record.tracking import MLflowTracker
+tracker = MLflowTracker(sys.argv[1], "writes")
+run_id = tracker.start_run("busy")
+open(sys.argv[2], "w").close()  # the readers may start
+for step in range(int(sys.argv[3])):
+    tracker.log(run_id, metrics={"m": float(step)}, step=step)  # one commit each
+    time.sleep(0.004)
+print(run_id)
+"""
+
+_READER = """
+import os, sqlite3, sys, time
+while not os.path.exists(sys.argv[2]):
+    con = sqlite3.connect(sys.argv[1], timeout=5)  # read-write, as MLflow's own readers open it
+    con.execute("SELECT count(*) FROM runs").fetchone()
+    con.close()  # a last connection closing checkpoints and deletes the write-ahead log
+"""
+
+
+def test_readers_opening_and_closing_the_store_cost_the_writer_no_commit(tmp_path: Path) -> None:
+    """Processes that open and close the sweep's SQLite file (``sweeper report``, ``mlflow ui``, a
+    notebook) while the tracker writes: every commit of the writer is in the store afterwards.
+
+    The writer's process must keep SQLite's shared lock on the file: had it closed a descriptor
+    of its own on the file (as the tracker once did to lock around MLflow's migrations), a
+    reader's closing connection deleted the log under it, and most commits vanished without an
+    error (docs/decisions/sqlite-readers.md)."""
+    import subprocess
+    import sys
+
+    db, ready, done, steps = tmp_path / "mlruns.db", tmp_path / "ready", tmp_path / "done", 40
+    uri = f"sqlite:///{db}"
+    # The store exists before anyone reads it, made by a process that is gone (one still open would
+    # hold a lock of its own all along, and hide the writer's).
+    subprocess.run([sys.executable, "-c", f"from sweeper.record.tracking import MLflowTracker; "
+                    f"MLflowTracker({uri!r}, 'writes')"], check=True)
+    writer = subprocess.Popen([sys.executable, "-c", _WRITER, uri, str(ready), str(steps)], stdout=subprocess.PIPE,
+                              text=True)
+    while not ready.exists():
+        assert writer.poll() is None, "the writer ended before it wrote"
+    readers = [subprocess.Popen([sys.executable, "-c", _READER, str(db), str(done)]) for _ in range(1)]
+    out, _ = writer.communicate(timeout=120)
+    done.touch()
+    for reader in readers:
+        assert reader.wait(30) == 0
+    assert writer.returncode == 0
+    history = MLflowTracker(uri, "writes").client.get_metric_history(out.split()[-1], "m")
+    assert sorted(int(m.step) for m in history) == list(range(steps))
