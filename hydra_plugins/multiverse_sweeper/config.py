@@ -24,7 +24,9 @@ class MultiverseSweeperConf:
     # size) | ivr (Sobol points, then GP integrated variance reduction) | ucb (Sobol points, then GP-UCB)
     strategy: str = "ivr"
     metric: str = "objective"  # the task's output to model; a float return is named this
-    mode: str = "max"  # max | min: the metric's direction (for ucb and for the best trial)
+    # max | min: the metric's direction (for ucb and for the best trial). null: max, with a warning at the start
+    # when the metric's name reads like lower-is-better (loss, error, mse, regret, perplexity, ...)
+    mode: Optional[str] = None
     n_initial: int = 8  # Sobol points before the GP takes over (ivr, ucb)
     # points planned together from one GP fit; with ivr and without deterministic, the rest of a batch is
     # re-planned when results arrived since it was planned and the refit is short next to the trials

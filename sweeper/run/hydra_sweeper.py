@@ -38,6 +38,7 @@ from sweeper.run.outcome import SweepOutcome, format_params
 from sweeper.run.ray_connect import start_ray, unreachable
 from sweeper.run.resume import SweepManifest, current_command, reconcile
 from sweeper.run.task_ref import task_ref
+from sweeper.search.direction import direction_warning
 from sweeper.search.grammar import parse_search_space
 from sweeper.search.settings import PolicySettings
 from sweeper.search.space import SearchSpace
@@ -155,13 +156,19 @@ class SweeperImpl:
                 f"between 0 and 1. Try hydra.sweeper.max_failure_rate=0.5."
             )
         max_failures = math.floor(min(max(self.max_failure_rate, 0.0), 1.0) * num_trials)
-        settings = PolicySettings(**self.settings, max_failures=max_failures)
+        mode = self.settings.get("mode")  # None: not set, so max (questioned below for a loss-like metric)
+        settings = PolicySettings(**{**self.settings, "mode": "max" if mode is None else mode},
+                                  max_failures=max_failures)
         problems.extend(settings.problems(space, prefix="hydra.sweeper."))
         problems.extend(self.checkpoints.problems(prefix="hydra.sweeper."))
         if not self.metric or not str(self.metric).strip():
             problems.append(f"hydra.sweeper.metric={self.metric!r} is invalid: name the key of the task's returned "
                             f"dict to model (a plain number returned is named by it). "
                             f"Try hydra.sweeper.metric=objective.")
+        direction = direction_warning(str(self.metric), mode)
+        if direction:
+            log.warning(direction)
+        from sweeper.record.store_check import store_problem
         from sweeper.record.tracking_uri import tracking_uri_problem
 
         ray_block = self._block("ray")
@@ -187,7 +194,9 @@ class SweeperImpl:
         uri = str(mlflow_block["tracking_uri"])
         uri_problem = tracking_uri_problem(uri)
         if uri_problem:
-            problems.append(f"mlflow.tracking_uri={uri!r} is invalid: {uri_problem}.")
+            problems.append(f"mlflow.tracking_uri={redact_text(uri)!r} is invalid: {uri_problem}.")
+        elif store := store_problem(uri):  # the server answers, the file can be written: before Ray starts
+            problems.append(redact_text(f"mlflow.tracking_uri={uri!r}: {store}."))
         try:
             retry_delays()
         except ValueError as exc:

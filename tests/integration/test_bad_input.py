@@ -156,6 +156,14 @@ CASES = [
     case("tracking-uri-sqlite-missing-folder", "mlflow.tracking_uri=sqlite:////no/such/folder/mlruns.db",
          expect=("mlflow.tracking_uri='sqlite:////no/such/folder/mlruns.db' is invalid",
                  "the folder /no/such/folder does not exist", "create it")),
+    # The store itself, checked before Ray starts (sweeper.record.store_check): even root cannot write in /proc.
+    case("tracking-store-sqlite-unwritable-folder", "mlflow.tracking_uri=sqlite:////proc/mlruns.db",
+         expect=("mlflow.tracking_uri='sqlite:////proc/mlruns.db': no file can be created in /proc",
+                 "SQLite creates its journal beside the database", "choose a folder you can write")),
+    case("tracking-store-postgresql-refused",
+         "mlflow.tracking_uri=postgresql+psycopg://mlflow:hunter2@127.0.0.1:1/mlflow",
+         expect=("mlflow.tracking_uri='postgresql+psycopg://mlflow:***@127.0.0.1:1/mlflow'",  # the password redacted
+                 "nothing accepts connections at 127.0.0.1:1 (connection refused)", "Start the postgresql server")),
     # ---------------------------------------------------------------- the sweeper command
     case("report-invalid-filter", "report", "--filter", "score >> 0.5", via=CLI,
          expect=("invalid filter 'score >> 0.5'", '"<metric> <op> <number>"', 'e.g. "train_acc >= 0.99"')),
@@ -263,6 +271,29 @@ def test_bad_input_fails_before_any_trial_and_says_what_to_fix(
     assert child_runs(tmp_path / "mlruns.db") == 0
     assert child_runs(db) == trials_before  # the sweeper command wrote no trial either
     assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("mode", ["null", "yaml"])
+def test_a_tracking_server_that_does_not_answer_stops_the_sweep_in_a_line(mode: str, tmp_path: Path) -> None:
+    """Nothing listens at the URI: exit 2 before Ray, one line naming the URI and the command that starts a server.
+
+    With ``metric=loss`` and no mode (``null``), the sweep's one other line questions the direction
+    (issue 31); the toy app's YAML sets ``mode: min``, and an explicit mode is never questioned.
+    """
+    args = ["mlflow.tracking_uri=http://127.0.0.1:1", "hydra.sweeper.metric=loss"]
+    sweep = run_app(tmp_path, (*args, "hydra.sweeper.mode=null") if mode == "null" else tuple(args))
+    lines = sweep.output.splitlines()
+    error = ("Error: Invalid sweep configuration: mlflow.tracking_uri='http://127.0.0.1:1': no server answers there "
+             "(connection refused). Start it (e.g. `mlflow server --backend-store-uri sqlite:///mlruns.db --host "
+             "127.0.0.1 --port 1`), or record into a local file with "
+             "mlflow.tracking_uri=sqlite:///mlruns.db.")
+    warning = ("hydra.sweeper.metric='loss' reads like lower-is-better, but the sweep maximises it (hydra.sweeper.mode "
+               "is not set): add hydra.sweeper.mode=min, or hydra.sweeper.mode=max to keep maximising and silence this.")
+    assert sweep.proc.returncode == 2, sweep.output
+    assert error in lines, sweep.output
+    assert sum(line.endswith(warning) for line in lines) == (1 if mode == "null" else 0), sweep.output
+    assert len(lines) == (2 if mode == "null" else 1), sweep.output  # nothing else: no traceback, no Ray
+    assert not (tmp_path / "multirun" / "tune").exists() and not (tmp_path / "mlruns.db").exists()
 
 
 def test_a_metric_the_task_never_returns_stops_the_sweep_after_the_first_trial(tmp_path: Path) -> None:
