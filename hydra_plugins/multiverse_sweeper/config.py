@@ -38,6 +38,10 @@ class MultiverseSweeperConf:
     seed: int = 0  # the searcher's own seed: Sobol scramble, candidates, integration points, GP restarts
     deterministic: bool = False  # commit to whole batches: same points whatever the timing
     max_failure_rate: float = 0.5  # start no new trial once more than this fraction of num_trials failed
+    # stop once the first this many trials to end all raised the same exception (type and message): a bug in the
+    # task, e.g. a misspelt config key. The trials in flight finish first; if one succeeds, the sweep goes on.
+    # Only exceptions count: a NaN, a timeout or a dead worker among those first trials rules it out. null or 0: never
+    stop_on_identical_failures: Optional[int] = 3
     trial_timeout_s: Optional[float] = None  # a trial running longer ends TIMEOUT (a failure); null: no limit
     ucb_beta: float = 2.0  # exploration weight of the ucb strategy
     n_candidates: int = 2048  # quasi-random candidates the acquisition is maximised over

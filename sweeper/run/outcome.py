@@ -10,8 +10,13 @@ from __future__ import annotations
 import csv
 import io
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any
+
+#: Most trial indices a grouped failure line lists; more are elided (``#0, #1, … #9``).
+MOST_INDICES = 8
+_ADDRESS = re.compile(r"\b0x[0-9a-fA-F]{4,}\b")
 
 
 @dataclass
@@ -28,6 +33,16 @@ class TrialRecord:
     metrics: dict[str, float] = field(default_factory=dict)
     duration_s: float = math.nan
     error: str | None = None
+
+
+def error_key(error: str | None) -> str:
+    """An error's text with memory addresses masked: two trials that failed alike give the same key.
+
+    Only addresses (``<Model object at 0x7f3a...>`` differs in every process) are masked, not
+    numbers: an error that quotes the trial's own values (``x=0.72 is above 0.7``) differs from
+    point to point, and failures that depend on the point are not one bug repeated.
+    """
+    return _ADDRESS.sub("0x…", str(error))
 
 
 def format_params(params: dict[str, Any]) -> str:
@@ -86,4 +101,32 @@ class SweepOutcome:
         return out.getvalue()
 
     def failure_lines(self) -> str:
-        return "\n".join(f"  #{r.index} {format_params(r.params)}: {r.error}" for r in self.failed)
+        """The failures, one entry per distinct error, in order of first appearance.
+
+        An error of one trial reads ``  #3 C=10 kernel=rbf: ValueError: boom``; one that several
+        trials share is written once, with their count and indices:
+        ``  10 × KeyError: 'lr' (trials #0, #1, #2, #3, #4, #5, #6, … #9)``, so that a bug every
+        trial hits does not fill the summary.
+        """
+        groups: dict[str, list[TrialRecord]] = {}
+        for r in self.failed:
+            groups.setdefault(error_key(r.error), []).append(r)
+        return "\n".join(_failure_entry(group) for group in groups.values())
+
+
+def _failure_entry(group: list[TrialRecord]) -> str:
+    """One failure summary entry: a trial with its point, or the shared error with its trials."""
+    first = group[0]
+    if len(group) == 1:
+        return f"  #{first.index} {format_params(first.params)}: {first.error}"
+    head, newline, rest = str(first.error).partition("\n")  # a multi-line error keeps its other lines below
+    return f"  {len(group)} × {head} (trials {index_list([r.index for r in group])}){newline}{rest}"
+
+
+def index_list(indices: list[int], most: int = MOST_INDICES) -> str:
+    """``#0, #1, #2`` up to ``most`` indices; beyond, the first ``most - 1``, ``…`` and the last."""
+    shown = [f"#{i}" for i in indices]
+    if len(shown) > most:
+        return f"{', '.join(shown[:most - 1])}, … {shown[-1]}"
+    return ", ".join(shown)
+

@@ -5,19 +5,21 @@ from __future__ import annotations
 import json
 import logging
 import math
+import socket
 from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
 from ray.tune.search import Searcher
 
+from sweeper.run.outcome import error_key, index_list
 from sweeper.run.trial_info import TrialInfo
 from sweeper.search.grammar import parse_specs
 from sweeper.search.policy import MultiversePolicy, Suggestion
 from sweeper.search.settings import TRIAL_KEY, PolicySettings
 from sweeper.search.space import SearchSpace
 
-__all__ = ["TRIAL_KEY", "MultiverseSearch", "TrialInfo"]
+__all__ = ["TRIAL_KEY", "IdenticalFailures", "MultiverseSearch", "TrialInfo"]
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +73,8 @@ class MultiverseSearch(Searcher):
         self.policy = MultiversePolicy(space, PolicySettings(**settings))
         self._index_of: dict[str, int] = {}
         self._metric_suspect: str | None = None  # why the metric may never come: see _check_metric_returned
+        self._identical = IdenticalFailures(self.policy.settings.stop_on_identical_failures)
+        self._bug_suspect: str | None = None  # why the task may be broken: see _check_identical_failures
         self.held = False  # True: no new trial (the sweep is being preempted; see sweeper.run.preemption)
 
     def set_search_properties(self, metric: str | None, mode: str | None, config: dict, **spec: Any) -> bool:
@@ -88,6 +92,8 @@ class MultiverseSearch(Searcher):
             return self.trial_config(self.policy.suggestions[self._index_of[trial_id]])
         if self._metric_suspect is not None:
             return None  # no new trial until the ones in flight tell whether the metric ever comes
+        if self._bug_suspect is not None:
+            return None  # no new trial until the ones in flight tell whether any trial can succeed
         if self.held:
             return None
         suggestion = self.policy.ask()
@@ -103,6 +109,7 @@ class MultiverseSearch(Searcher):
         value = None if error or result is None else result.get(self._metric)
         self.policy.tell(index, _as_float(value))
         self._check_metric_returned(index, None if error else result)
+        self._check_identical_failures(index, None if error else result)
 
     def _check_metric_returned(self, index: int, result: Mapping[str, Any] | None) -> None:
         """Fail fast on a metric the task never returns (a misnamed ``hydra.sweeper.metric``).
@@ -132,6 +139,29 @@ class MultiverseSearch(Searcher):
             self.policy.stop(self._metric_suspect)
             self._metric_suspect = None
 
+    def _check_identical_failures(self, index: int, result: Mapping[str, Any] | None) -> None:
+        """Fail fast on a bug in the task: the first trials to end all raised the same exception.
+
+        A misspelt config key fails every trial alike; without this, the sweep would run trials
+        until ``max_failure_rate`` stops it. Once the first ``stop_on_identical_failures`` trials
+        to end (:class:`IdenticalFailures`) all failed so, no new trial starts; the trials in
+        flight finish, and if one of them succeeds the sweep goes on (the error belongs to a region
+        of the space); if none does, the sweep stops. Checked after :meth:`_check_metric_returned`,
+        whose more specific reason wins when both apply.
+        """
+        if self._identical.add(index, result) and self.policy.stop_reason is None:
+            self._bug_suspect = self._identical.reason()
+        if self._bug_suspect is None:
+            return
+        if any(math.isfinite(v) for v in self.policy.results.values()):
+            log.info("a trial succeeded after all: the sweep goes on")
+            self._bug_suspect = None
+        elif not self.policy.pending:
+            if self.policy.stop_reason is None:
+                log.error("Stopping the sweep: %s\n  The error: %s", self._bug_suspect, self._identical.error)
+                self.policy.stop(self._bug_suspect)
+            self._bug_suspect = None
+
     def suggestion_for(self, trial_id: str) -> Suggestion | None:
         """The suggestion behind a Tune trial, or None for a trial this searcher did not make."""
         index = self._index_of.get(trial_id)
@@ -159,6 +189,81 @@ class MultiverseSearch(Searcher):
     def restore(self, checkpoint_path: str) -> None:
         with open(checkpoint_path, encoding="utf-8") as f:
             self.set_state(json.load(f))
+
+
+class IdenticalFailures:
+    """Whether the first ``limit`` trials to end all raised the same exception: a bug in the task.
+
+    "The same" is the same exception type (``module.QualName``) and message, memory addresses
+    masked (:func:`~sweeper.run.outcome.error_key`), numbers not: a message quoting the trial's
+    own values differs from point to point. Only exceptions count (the trial's ``sweeper_exception``
+    result key): an unusable return value (NaN, out of the metric's bounds, a missing metric),
+    a timeout or a dead worker depends on the point, the time limit or the machine, ends the
+    run of identical failures like a success does, and is left to ``max_failure_rate`` (a missing
+    metric to :meth:`MultiverseSearch._check_metric_returned`). The decision rests on the first
+    trials to *end*, whatever their indices; when every trial fails alike, as a bug makes them,
+    it does not depend on which ends first.
+
+    Args:
+        limit: how many (None or 0: never).
+    """
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit or 0
+        self.indices: list[int] = []  # the first trials to end, while they all failed alike
+        self.deciding = self.limit > 0
+        self._signature: tuple[str, str] | None = None
+        self.error = ""  # the shared error, as the first of them reported it
+        self._where = ""  # where the first of them left its traceback
+
+    def add(self, index: int, result: Mapping[str, Any] | None) -> bool:
+        """Count a trial that ended; True once, when the ``limit``-th identical failure arrives."""
+        if not self.deciding:
+            return False
+        signature = _failure_signature(result)
+        if signature is None or (self.indices and signature != self._signature):
+            self.deciding = False  # a success, another kind of failure, or another error: not one bug
+            return False
+        assert result is not None
+        if not self.indices:
+            from sweeper.run.trial import ERROR_KEY
+
+            self._signature, self.error, self._where = signature, str(result[ERROR_KEY]), _where_logged(index, result)
+        self.indices.append(index)
+        if len(self.indices) < self.limit:
+            return False
+        self.deciding = False
+        return True
+
+    def reason(self) -> str:
+        """Why the sweep stops, where the first trial to fail left its traceback, and what to do."""
+        return (f"the first {len(self.indices)} trials to end ({index_list(sorted(self.indices))}) all raised the "
+                f"same exception, and none succeeded: a bug in the task, not a region of the search space, so no "
+                f"further trial starts. {self._where} Fix the task and run the sweep again "
+                f"(hydra.sweeper.stop_on_identical_failures=null runs every trial whatever fails).")
+
+
+def _failure_signature(result: Mapping[str, Any] | None) -> tuple[str, str] | None:
+    """(exception type, message) of a trial that failed by an exception; None for any other end."""
+    from sweeper.run.trial import ERROR_KEY, EXCEPTION_KEY, STATUS_KEY
+
+    if not result or result.get(STATUS_KEY) != "FAILED" or not result.get(EXCEPTION_KEY) or not result.get(ERROR_KEY):
+        return None
+    return str(result[EXCEPTION_KEY]), error_key(result[ERROR_KEY])
+
+
+def _where_logged(index: int, result: Mapping[str, Any]) -> str:
+    """Where trial ``index``'s traceback is: its Hydra job's log file, else its MLflow run's artifact."""
+    from sweeper.run.trial import CONDITIONS_KEY, JOB_DIR_KEY, JOB_LOG_KEY
+
+    host = (result.get(CONDITIONS_KEY) or {}).get("host")
+    on = f" on host {host}" if host and host != socket.gethostname() else ""
+    artifact = f"the MLflow artifact traceback.txt of trial #{index}'s run"
+    if result.get(JOB_LOG_KEY):
+        return f"Trial #{index}'s log, with the traceback: {result[JOB_LOG_KEY]}{on} (also {artifact})."
+    if result.get(JOB_DIR_KEY):
+        return f"Trial #{index}'s output folder: {result[JOB_DIR_KEY]}{on}; its traceback is {artifact}."
+    return f"Trial #{index}'s traceback is {artifact}."
 
 
 def _as_float(value: Any) -> float | None:

@@ -62,6 +62,11 @@ PACKAGES_KEY = "sweeper_packages"  # the process's pip freeze, in its first resu
 RETURNED_KEY = "sweeper_returned"  # the keys a task returned without the metric
 REPLAYED_KEY = "sweeper_replayed"  # the MLflow run of a trial that ended before a resume
 WORKER_ENDS_KEY = "sweeper_worker_ends"  # True: the task is stuck; the worker process ends after this result
+#: ``module.QualName`` of the exception that failed the trial (raised by the task, or composing its config);
+#: absent when the task ran but its return value is unusable (TrialError), for a timeout and a dead worker.
+EXCEPTION_KEY = "sweeper_exception"
+JOB_DIR_KEY = "sweeper_job_dir"  # the Hydra job's output directory (on the node that ran it)
+JOB_LOG_KEY = "sweeper_job_log"  # the Hydra job's log file, which a failed trial's traceback is written to
 
 #: Config keys holding the task's random seed, recorded as a condition of measurement.
 SEED_KEYS = ("env.seed", "seed")
@@ -179,6 +184,7 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
     started = time.perf_counter()
     result: dict[str, Any] = {ctx.metric: math.nan, STATUS_KEY: "FAILED", METRICS_KEY: {}, CONFIG_KEY: {}}
     in_force: EnvironmentInForce | None = None
+    job: JobReturn | None = None
     try:
         def run() -> tuple[JobReturn, EnvironmentInForce | None]:
             with reporting_to(_report_step), storing_in(TuneCheckpoints()), in_launch_dir(ctx.launch_dir):
@@ -197,7 +203,11 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
         result[ERROR_KEY] = str(exc) if isinstance(exc, TrialError) else task_error_message(exc)
         if isinstance(exc, MissingMetricError):
             result[RETURNED_KEY] = exc.returned
+        elif not isinstance(exc, TrialError):
+            result[EXCEPTION_KEY] = f"{type(exc).__module__}.{type(exc).__qualname__}"
         result[TRACEBACK_KEY] = "".join(traceback.format_exception(exc))
+    if job is not None:
+        result.update(_job_files(job, index, result))
     result[DURATION_KEY] = time.perf_counter() - started
     if ctx.shipped_code is None:
         conditions = capture_conditions(ctx.code_dir)
@@ -215,6 +225,34 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
         result[PACKAGES_KEY] = list(installed_packages())
         _PACKAGES_SENT = True
     return result
+
+
+def _job_files(job: JobReturn, index: int, result: Mapping[str, Any]) -> dict[str, str]:
+    """Where the trial's Hydra job left its files; a failed trial's error and traceback go to its log.
+
+    Hydra's job logging (``hydra/job_logging``, by default ``<output_dir>/<job name>.log``) still
+    holds the root logger when the job returns; the task's exception, which Hydra does not log,
+    is written to that file alone (not to the worker's console), so the folder a user opens
+    holds the reason. A job logging to no file in its folder gives its folder only.
+    """
+    try:
+        output_dir = str(job.hydra_cfg.hydra.runtime.output_dir)  # type: ignore[union-attr]
+    except Exception:  # noqa: BLE001 - a job without Hydra's runtime settings: nothing to point to
+        return {}
+    files = {JOB_DIR_KEY: output_dir}
+    inside = os.path.join(os.path.abspath(output_dir), "")
+    handlers = [h for h in logging.getLogger().handlers
+                if isinstance(h, logging.FileHandler) and h.baseFilename.startswith(inside)]
+    if not handlers:
+        return files
+    files[JOB_LOG_KEY] = handlers[0].baseFilename
+    if result.get(STATUS_KEY) == "FAILED" and result.get(ERROR_KEY):
+        record = log.makeRecord(log.name, logging.ERROR, __file__, 0, "trial #%d failed: %s\n%s",
+                                (index, result[ERROR_KEY], result.get(TRACEBACK_KEY, "")), None)
+        for handler in handlers:
+            handler.handle(record)
+            handler.flush()
+    return files
 
 
 def _replayed_result(ended: Mapping[str, Any], metric: str) -> dict[str, Any]:

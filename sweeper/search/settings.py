@@ -42,6 +42,9 @@ class PolicySettings:
     seed: int = 0
     deterministic: bool = False
     max_failures: int | None = None  # stop suggesting once more than this many failed
+    #: Stop once the first this many trials to end all raised the same exception and none succeeded: a bug in
+    #: the task, not a region of the space (see sweeper.run.searcher.IdenticalFailures). None or 0: never.
+    stop_on_identical_failures: int | None = 3
     ucb_beta: float = 2.0
     n_candidates: int = 2048
     n_integration: int = 1024
@@ -136,6 +139,10 @@ class PolicySettings:
             bad("kernel", f"must be one of {', '.join(KERNELS)}", "matern52-ard")
         if self.coregion_rank < 1:
             bad("coregion_rank", "the coregionalization matrix W Wᵀ + diag(kappa) needs rank >= 1", 1)
+        k = self.stop_on_identical_failures
+        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 0):
+            bad("stop_on_identical_failures", "a number of trials, an integer >= 0 (0 or null: never stop on "
+                "identical failures)", 3)
         if self.trial_timeout_s is not None and not (isinstance(self.trial_timeout_s, int | float)
                                                      and 0 < self.trial_timeout_s < math.inf):
             bad("trial_timeout_s", "a trial's time limit is a positive number of seconds (null: no limit)", 3600)

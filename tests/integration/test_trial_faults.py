@@ -151,9 +151,10 @@ def test_too_many_failures_stop_the_sweep_with_a_summary_naming_them(tmp_path: P
     assert 3 <= len(children) < 8
     failed = [r for r in children if r.info.status == "FAILED"]
     assert len(failed) >= 3  # over the budget of 0.25 * 8 = 2
-    for r in failed:  # every failure is named, with its reason
-        assert f"#{r.data.tags['sweeper.trial_index']} " in summary and r.data.tags["sweeper.error"][:60] in summary
-    assert "#0 " in summary and "out of memory in the task: MemoryError" in summary
+    for r in failed:  # every failure is named, with its reason (alone, or grouped with others that share it)
+        assert re.search(rf"#{r.data.tags['sweeper.trial_index']}\b", summary)
+        assert r.data.tags["sweeper.error"][:60] in summary
+    assert re.search(r"#0\b", summary) and "out of memory in the task: MemoryError" in summary
     assert "#1 " in summary and f"exceeded hydra.sweeper.trial_timeout_s={TIMEOUT_S} s: interrupted after" in summary
     assert "#3 " in summary and "ValueError: x=0.2" in summary
     assert sum(r.data.tags["sweeper.status"] == "TIMEOUT" for r in failed) >= 1
@@ -162,6 +163,39 @@ def test_too_many_failures_stop_the_sweep_with_a_summary_naming_them(tmp_path: P
     record_faults("trial faults over max_failure_rate: the sweep stops with a summary", faults_injected=len(failed),
                   trials_expected=len(set(indices)), trials_recorded=len(children),
                   duplicates=len(indices) - len(set(indices)))
+
+
+def test_a_task_that_raises_the_same_error_every_time_stops_after_the_first_trials(tmp_path: Path) -> None:
+    """A bug in the task stops the sweep once the first 3 trials to end raised the same exception.
+
+    Deleting a key the task reads fails it as a misspelt key does (``ConfigAttributeError: Key ... is
+    not in struct``). Without the stop, max_failure_rate=0.5 of 16 trials would let 9 fail first. On
+    the shared Ray head (2 CPUs) one more trial is in flight when the third ends, and finishes.
+    """
+    sweep = conftest.run_cli(TOY_APP, tmp_path, "~hang_gil_above", "hydra.sweeper.strategy=random",
+                             "hydra.sweeper.num_trials=16")
+    out = sweep.output
+    assert sweep.proc.returncode == 1, out  # TrialFailuresExceeded
+    parent, children = sweep.runs("toy")
+    assert parent.info.status == "FAILED" and parent.data.tags["sweeper.status"] == "FAILED"
+    ran = len(children)
+    assert 3 <= ran <= 4, out
+    assert all(r.info.status == "FAILED" for r in children)
+    assert f"[{ran}/16]" in out and f"[{ran + 1}/16]" not in out
+    error = "ConfigAttributeError: Key 'hang_gil_above' is not in struct"
+    message = out[out.index("Error: the sweep stopped"):]  # the command's last word, on stderr
+    assert message.count(error) == 1, message
+    indices = ", ".join(f"#{i}" for i in range(ran))
+    assert f"Failures:\n  {ran} × {error} (trials {indices})\n    full_key: hang_gil_above\n" in message
+    assert "all raised the same exception, and none succeeded" in message
+    assert "hydra.sweeper.stop_on_identical_failures=null" in message
+    logged = re.search(r"Trial #(\d+)'s log, with the traceback: (\S+) \(also the MLflow artifact traceback\.txt",
+                       message)
+    assert logged, message
+    log_file = Path(logged.group(2))
+    assert log_file.parent == sweep.sweep_dir / logged.group(1)  # the trial's Hydra job folder
+    assert f"trial #{logged.group(1)} failed: {error}" in log_file.read_text()
+    assert "Traceback (most recent call last)" in log_file.read_text()
 
 
 # Ray's memory monitor acts on the whole machine's memory: another test's allocations beside it

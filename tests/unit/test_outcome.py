@@ -43,3 +43,40 @@ def test_trials_csv_has_one_row_per_trial() -> None:
 def test_failure_lines_and_params_text() -> None:
     assert SweepOutcome(records(), "acc", "max").failure_lines() == "  #1 C=10 kernel=rbf: ValueError: boom"
     assert format_params({"C": 0.123456, "n": 3, "k": "rbf"}) == "C=0.1235 n=3 k=rbf"
+
+
+TYPO = "ConfigAttributeError: Key 'lrr' is not in struct\n    full_key: lrr\n    object_type=dict"
+
+
+def failed(index: int, error: str, status: str = "FAILED") -> TrialRecord:
+    return TrialRecord(index, "random", 0, {"x": index / 10}, status=status, error=error)
+
+
+def test_an_error_shared_by_trials_is_written_once_with_their_count_and_indices() -> None:
+    """Groups in order of first appearance; a multi-line error keeps its other lines under its first."""
+    records = [failed(0, TYPO), failed(1, "ValueError: x=0.1 is above 0"), failed(2, TYPO),
+               TrialRecord(3, "random", 0, {"x": 0.3}, status="FINISHED", value=1.0), failed(4, TYPO),
+               failed(5, "ValueError: x=0.5 is above 0")]
+    assert SweepOutcome(records, "acc", "max").failure_lines().splitlines() == [
+        "  3 × ConfigAttributeError: Key 'lrr' is not in struct (trials #0, #2, #4)",
+        "    full_key: lrr",
+        "    object_type=dict",
+        "  #1 x=0.1: ValueError: x=0.1 is above 0",  # numbers differ: each trial its own line, with its point
+        "  #5 x=0.5: ValueError: x=0.5 is above 0",
+    ]
+
+
+def test_many_trials_of_one_error_list_a_few_indices() -> None:
+    lines = SweepOutcome([failed(i, "KeyError: 'lr'") for i in range(10)], "acc", "max").failure_lines()
+    assert lines == "  10 × KeyError: 'lr' (trials #0, #1, #2, #3, #4, #5, #6, … #9)"
+
+
+def test_errors_differing_only_in_memory_addresses_are_one_error() -> None:
+    records = [failed(0, "TypeError: <Net object at 0x7f3a2c1b4d90> is not callable"),
+               failed(1, "TypeError: <Net object at 0x7f99aa01cc10> is not callable"),
+               failed(2, "trial exceeded its time limit", status="TIMEOUT")]
+    assert SweepOutcome(records, "acc", "max").failure_lines().splitlines() == [
+        "  2 × TypeError: <Net object at 0x7f3a2c1b4d90> is not callable (trials #0, #1)",
+        "  #2 x=0.2: trial exceeded its time limit",
+    ]
+
