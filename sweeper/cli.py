@@ -88,7 +88,7 @@ def _store_problem(uri: str | None) -> str | None:
 
 
 def _resume(ref: str, tracking_uri: str, overrides: list[str]) -> int:
-    import subprocess
+    import os
     from pathlib import Path
 
     from sweeper.errors import SweeperConfigError
@@ -107,7 +107,11 @@ def _resume(ref: str, tracking_uri: str, overrides: list[str]) -> int:
     command = manifest.resume_command(sweep_dir, overrides)
     print(f"Resuming {sweep_dir} (MLflow run {manifest.parent_run_id}) in {manifest.cwd}:\n  {' '.join(command)}",
           flush=True)
-    return subprocess.call(command, cwd=manifest.cwd)
+    # The sweep takes this process's place: a signal to it (Ctrl-C, a batch system's SIGTERM, which it answers
+    # by stopping in order) reaches the sweep once, and its exit status (130, 75, ...) is this command's.
+    os.chdir(manifest.cwd)
+    os.execv(command[0], command)
+    return 1  # not reached
 
 
 def _sync(sweep_dir: str) -> int:
@@ -194,6 +198,8 @@ def _report(args: argparse.Namespace) -> int:
     except (SweepNotFoundError, FilterError, ReportError) as exc:
         print(f"sweeper report: {exc}", file=sys.stderr)
         return 1
+    if records.unfinished:
+        print(f"sweeper report: note: {records.unfinished}", file=sys.stderr)
     print(f"Report of sweep {records.parent_run_id} ({len(records.trials)} trials of experiment "
           f"{records.experiment!r}): {report.html}")
     print(f"  also {report.markdown.name} and {len(report.files) - 2} figure/CSV/JSON files in {report.out_dir}")
@@ -268,6 +274,7 @@ def _multiverse(args: argparse.Namespace) -> int:
 
 
 def _trials(experiment: str, tracking_uri: str, run_id: str | None) -> int:
+    from sweeper.analysis.runs import unfinished_note
     from sweeper.record.tracking import MLflowTracker, read_client
     from sweeper.record.tracking_uri import absolute_tracking_uri
 
@@ -292,6 +299,11 @@ def _trials(experiment: str, tracking_uri: str, run_id: str | None) -> int:
     print(f"sweep {run_id} ({len(rows)} trials) in {experiment!r} at {uri}")
     for r in rows:
         print(_row(r, metric, dims))
+    parent = tracker.client.get_run(run_id)
+    ended = sum(r.info.status in ("FINISHED", "FAILED") for r in rows)
+    note = unfinished_note(parent.data.tags, parent.info.status, ended, sweep_params.get("num_trials", "?"), run_id)
+    if note:
+        print(f"Note: {note}")
     return 0
 
 

@@ -29,3 +29,13 @@ class MissingDependencyError(ImportError):
 
 class TrialFailuresExceeded(RuntimeError):
     """More trials failed than ``hydra.sweeper.max_failure_rate`` allows."""
+
+
+class RecordsIncomplete(RuntimeError):
+    """The sweep's trials ran, but some of their MLflow records are not in the store (spooled or refused).
+
+    The message says how many writes and of which trials, and names ``sweeper sync``.
+    """
+
+#: Exit status of a sweep whose records are incomplete (``EX_IOERR``: an input/output error).
+RECORDS_INCOMPLETE_EXIT_STATUS = 74

@@ -29,7 +29,12 @@ class MultiverseSweeper(Sweeper):
         self._impl.setup(hydra_context=hydra_context, task_function=task_function, config=config)
 
     def sweep(self, arguments: list[str]) -> None:
-        from sweeper.errors import SweeperConfigError, TrialFailuresExceeded
+        from sweeper.errors import (
+            RECORDS_INCOMPLETE_EXIT_STATUS,
+            RecordsIncomplete,
+            SweeperConfigError,
+            TrialFailuresExceeded,
+        )
 
         try:
             return self._impl.sweep(arguments)
@@ -39,3 +44,6 @@ class MultiverseSweeper(Sweeper):
         except TrialFailuresExceeded as exc:
             sys.stderr.write(f"Error: {exc}\n")
             raise SystemExit(1) from None
+        except RecordsIncomplete as exc:
+            sys.stderr.write(f"Error: {exc}\n")
+            raise SystemExit(RECORDS_INCOMPLETE_EXIT_STATUS) from None

@@ -89,6 +89,8 @@ class SweepRecords:
         strategy: How points were chosen: ``random``, ``sobol``, ``ivr`` or ``ucb``.
         trials: One row per trial run (see the module docstring).
         parent_tags: The parent run's tags (command, overrides, driver conditions).
+        parent_status: The parent run's MLflow status: FINISHED or FAILED once the sweep ended,
+            KILLED once it was interrupted or preempted, RUNNING while it runs (or if its driver died).
     """
 
     experiment: str
@@ -101,6 +103,15 @@ class SweepRecords:
     strategy: str
     trials: pd.DataFrame
     parent_tags: Mapping[str, str] = field(default_factory=dict)
+    parent_status: str = ""
+
+    @property
+    def unfinished(self) -> str | None:
+        """Why the sweep holds fewer trials than it planned, with how to go on (see :func:`unfinished_note`).
+        Reports say it first: a curve of 3 trials is not the sweep's."""
+        ended = int(self.trials["status"].isin(["FINISHED", "FAILED"]).sum()) if len(self.trials) else 0
+        return unfinished_note(self.parent_tags, self.parent_status, ended, self.settings.get("num_trials", "?"),
+                               self.parent_run_id)
 
     def finished(self, metric: str | None = None) -> pd.DataFrame:
         """Trials that FINISHED with a finite value of ``metric`` (default: the sweep's)."""
@@ -122,6 +133,26 @@ class SweepRecords:
         is reported as a ValueError naming it.
         """
         return MetricBounds.from_text(self.settings.get("metric_bounds"))
+
+
+def unfinished_note(tags: Mapping[str, Any], status: str, ended: int, planned: Any, run_id: str) -> str | None:
+    """Why a sweep's run holds fewer trials than planned, and how to go on, in a sentence (None: it ended).
+
+    Args:
+        tags: the sweep's run's tags (``sweeper.status``, ``sweeper.sweep_dir``).
+        status: its MLflow status (RUNNING: still running, or its driver died).
+        ended: its trials that ended (finished or failed); planned: its ``num_trials``.
+        run_id: its id, named for ``sweeper resume`` where its folder is not recorded.
+    """
+    stopped = {"INTERRUPTED": "was interrupted (Ctrl-C)", "PREEMPTED": "was preempted (SIGTERM)"}
+    how = stopped.get(str(tags.get(f"{TAG_PREFIX}status", "")))
+    resume = f"sweeper resume {tags.get(f'{TAG_PREFIX}sweep_dir') or run_id}"
+    if how is not None:
+        return f"this sweep {how} after {ended} of {planned} trials; continue it with: {resume}"
+    if status == "RUNNING":
+        return (f"this sweep has not ended: {ended} of {planned} trials so far. It is still running, or its "
+                f"driver died; then continue it with: {resume}")
+    return None
 
 
 def parse_number(text: Any) -> Any:
@@ -209,6 +240,7 @@ def load_sweep(experiment: str, tracking_uri: str = "sqlite:///mlruns.db", run_i
         strategy=settings.get("strategy", parent.data.tags.get("sweeper.strategy", "unknown")),
         trials=trials_frame(runs),
         parent_tags=dict(parent.data.tags),
+        parent_status=parent.info.status,
     )
 
 

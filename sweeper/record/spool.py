@@ -166,6 +166,10 @@ class DurableWriter:
         """Writes waiting in the spool file for the store to come back."""
         return len(self._spooled)
 
+    def waiting(self) -> list[str]:
+        """What each write waiting in the spool is about, in order (``"closing the run of trial #3"``)."""
+        return [op["what"] for op in self._spooled]
+
     def close(self, drain_timeout_s: float | None = None) -> None:
         """Send what is queued, give the spool up to ``drain_timeout_s`` to go out (None: as long as one
         write's retries wait, 15 s by default), stop the thread."""

@@ -181,6 +181,8 @@ def build_report(
         f"Sweep run `{records.parent_run_id}` of experiment `{records.experiment}` at `{records.tracking_uri}`; "
         f"strategy `{records.strategy}`; metric `{metric}` ({mode}); {len(kept)} of {len(trials)} trials count "
         f"(finished{', passing the filter' if rule else ''}). Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}.")]
+    if records.unfinished:
+        blocks.append(Paragraph(f"**Caution: {records.unfinished}.**"))
     if biased:
         blocks.append(Paragraph(
             f"**Caution: the empirical expected-max estimator assumes i.i.d. random draws from the search space, "
@@ -326,7 +328,7 @@ def _summary(records: SweepRecords, **k: Any) -> dict[str, Any]:
         "parent_run_id": records.parent_run_id, "strategy": records.strategy, "metric": k["metric"],
         "mode": k["mode"], "filter": k["rule"].text if k["rule"] else None, "group_by": k["group_by"],
         "metric_bounds": None if sur is None or sur.bounds is None else sur.bounds.as_list(),
-        "empirical_curve_biased": k["biased"],
+        "empirical_curve_biased": k["biased"], "unfinished": records.unfinished,
         "trials": {"planned": records.settings.get("num_trials"), "run": int(len(records.trials)),
                    "kept": int(len(k["kept"])), "failed": int(len(records.failed())), "filtered": k["n_filtered"]},
         "metric_mean": float(values.mean()) if values.size else None,

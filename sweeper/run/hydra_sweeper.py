@@ -26,7 +26,7 @@ from hydra.types import HydraContext, TaskFunction
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from sweeper.environment import ENV_KEY, env_problems
-from sweeper.errors import SweeperConfigError, TrialFailuresExceeded
+from sweeper.errors import RecordsIncomplete, SweeperConfigError, TrialFailuresExceeded
 from sweeper.record.conditions import capture_conditions, shipped_code
 from sweeper.record.redaction import redact_text
 from sweeper.record.spool import SPOOL_FILE, DurableWriter, retry_delays
@@ -34,9 +34,10 @@ from sweeper.record.writer_process import WriterStart
 from sweeper.run.checkpoints import CheckpointSettings, newest_checkpoint, storage_filesystem
 from sweeper.run.cluster import address_problem, is_client_address, storage_path, tune_experiment_path
 from sweeper.run.compose import TrialComposer
-from sweeper.run.outcome import SweepOutcome, format_params
+from sweeper.run.outcome import SweepOutcome, format_params, records_gap
 from sweeper.run.ray_connect import start_ray, unreachable
 from sweeper.run.resume import SweepManifest, current_command, reconcile
+from sweeper.run.stops import INTERRUPTED_EXIT_STATUS, INTERRUPTED_STATUS, PREEMPTED_EXIT_STATUS, PREEMPTED_STATUS
 from sweeper.run.task_ref import task_ref
 from sweeper.search.direction import direction_warning
 from sweeper.search.grammar import parse_search_space
@@ -115,26 +116,28 @@ class SweeperImpl:
         opening = pool.submit(self._open_records, manifest, mlflow_cfg, ray_cfg, space, policy_settings, sweep_dir,
                               arguments)
         pool.shutdown(wait=False)
-        status = "FAILED"
+        status = "FAILED"  # what the sweep's run is closed as if the trials' run raises
         try:
             recorder, searcher = self._run_tune(space, composer, policy_settings, ray_cfg, opening, sweep_dir,
                                                manifest, writer_start)
-            status = "FINISHED" if recorder.suspended is None else "PREEMPTED"
-        except KeyboardInterrupt:
+            status = "ENDED"
+        except KeyboardInterrupt:  # a second Ctrl-C: at once, without Tune's last save
             status = "KILLED"
-            raise
+            self._interrupted_at_once(sweep_dir)
         finally:
             if writer_start is not None:
                 writer_start.discard()  # unless the sweep's writer adopted it
-            if status not in ("FINISHED", "PREEMPTED"):
+            if status != "ENDED":
                 try:
                     tracker, parent_run_id = opening.result()
+                    if status == "KILLED":
+                        tracker.log(parent_run_id, tags={"status": INTERRUPTED_STATUS})
                     tracker.finish(parent_run_id, status)
                 except Exception as exc:  # noqa: BLE001 - never hide why the sweep ended
                     log.error("could not mark the sweep's MLflow run %s: %s", status, exc)
         tracker, parent_run_id = opening.result()
         if recorder.suspended is not None:
-            self._preempted(tracker, parent_run_id, recorder, sweep_dir)
+            self._stopped(tracker, parent_run_id, recorder, sweep_dir, policy_settings)
         self._finish(tracker, parent_run_id, recorder, searcher, sweep_dir, policy_settings)
 
     # ---------------------------------------------------------------- validation
@@ -385,21 +388,46 @@ class SweeperImpl:
         return manifest
 
     # ---------------------------------------------------------------- results
-    def _preempted(self, tracker: Any, parent_run_id: str, recorder: Any, sweep_dir: Path) -> None:
-        """Record a sweep stopped by SIGTERM (sweeper.run.preemption) and exit with the status that requeues it."""
-        from sweeper.run.preemption import PREEMPTED_EXIT_STATUS
-        from sweeper.run.recorder import PREEMPTED_STATUS
-
+    def _stopped(self, tracker: Any, parent_run_id: str, recorder: Any, sweep_dir: Path,
+                 settings: PolicySettings) -> None:
+        """Record a sweep stopped by SIGTERM or Ctrl-C (sweeper.run.preemption); exit with the status saying which."""
+        kind = str(recorder.stopped_by)  # PREEMPTED | INTERRUPTED
+        word = kind.lower()
+        outcome = SweepOutcome([recorder.records[i] for i in sorted(recorder.records)], self.metric, settings.mode)
         writer = DurableWriter(tracker, sweep_dir / SPOOL_FILE)
-        what = "closing the preempted sweep's run"
-        writer.log(what, parent_run_id, tags={"status": PREEMPTED_STATUS, "preempted_trials": ",".join(
-            map(str, recorder.suspended)), "preempted_at": time.strftime("%Y-%m-%d %H:%M:%S")})
+        what = f"closing the {word} sweep's run"
+        writer.log(what, parent_run_id, metrics={"num_finished": len(outcome.finished),
+                                                 "num_failed": len(outcome.failed)},
+                   tags={"status": kind, f"{word}_trials": ",".join(map(str, recorder.suspended)),
+                         f"{word}_at": time.strftime("%Y-%m-%d %H:%M:%S")})
         writer.finish(what, parent_run_id, "KILLED")
         writer.close()
-        log.warning("Preempted: %d trial(s) were in flight (%s) and continue from their checkpoints, and %d ended "
-                    "trials are kept, when the sweep resumes: sweeper resume %s", len(recorder.suspended),
-                    ", ".join(f"#{i}" for i in recorder.suspended) or "none", len(recorder.records), sweep_dir)
-        raise SystemExit(PREEMPTED_EXIT_STATUS)
+        gap = records_gap(recorder.lost_writes + writer.failures, writer.waiting(), sweep_dir)
+        if gap:
+            log.error("The %s", gap)
+        in_flight = ", ".join(f"#{i}" for i in recorder.suspended) or "none"
+        if kind == PREEMPTED_STATUS:
+            log.warning("Preempted: %d trial(s) were in flight (%s) and continue from their checkpoints, and %d "
+                        "ended trials are kept, when the sweep resumes: sweeper resume %s", len(recorder.suspended),
+                        in_flight, len(outcome.records), sweep_dir)
+            raise SystemExit(PREEMPTED_EXIT_STATUS)
+        log.info("The trials in flight (%s) were closed KILLED in MLflow; `sweeper resume` continues them from their "
+                 "checkpoints, or runs them again, and keeps the %d that ended.", in_flight, len(outcome.records))
+        log.warning("Interrupted after %d of %d trials; continue with: sweeper resume %s", len(outcome.records),
+                    settings.num_trials, sweep_dir)
+        raise SystemExit(INTERRUPTED_EXIT_STATUS)
+
+    @staticmethod
+    def _interrupted_at_once(sweep_dir: Path) -> None:
+        """A second Ctrl-C (or one before Tune ran): say so in one line and exit as Ctrl-C does."""
+        from sweeper.run.resume import MANIFEST_FILE
+
+        if (sweep_dir / MANIFEST_FILE).is_file():
+            log.warning("Interrupted at once (a second Ctrl-C); the trials in flight stay RUNNING in MLflow until "
+                        "the sweep resumes; continue with: sweeper resume %s", sweep_dir)
+        else:
+            log.warning("Interrupted before the first trial started; nothing to resume")
+        raise SystemExit(INTERRUPTED_EXIT_STATUS) from None
 
     def _finish(self, tracker: Any, parent_run_id: str, recorder: Any, searcher: Any, sweep_dir: Path,
                 settings: PolicySettings) -> None:
@@ -422,14 +450,14 @@ class SweeperImpl:
             writer.log("logging the early stop", parent_run_id, tags={
                 "stopped_on_bayes_factor": f"log10 K = {stop.log10_K:.3f} after {stop.n} trials: {stop.verdict}"})
         lost = recorder.lost_writes
-        if lost:
-            log.error("%d MLflow write(s) failed; those records are incomplete:\n  %s", len(lost), "\n  ".join(lost))
         writer.log("closing the sweep's run", parent_run_id, metrics={
             f"best_{self.metric}": best.value if best else math.nan,
             "num_finished": len(outcome.finished), "num_failed": len(outcome.failed),
         }, tags={"status": "FAILED" if too_many else "FINISHED", "mlflow_write_failures": len(lost)})
         writer.finish("closing the sweep's run", parent_run_id, "FAILED" if too_many else "FINISHED")
         writer.close()
+        # "Finished" only when the records say so too: every write landed, none waits in the spool.
+        gap = records_gap(lost + writer.failures, writer.waiting(), sweep_dir)
 
         if best is not None:
             log.info("Best: trial #%d %s  %s=%.6g", best.index, format_params(best.params), self.metric, best.value)
@@ -437,20 +465,23 @@ class SweeperImpl:
             log.info("Stopped early on a conclusive Bayes factor: log10 K = %.3f after %d trials (%s; "
                      "hydra.sweeper.stop_on_bayes_factor=%g)", stop.log10_K, stop.n, stop.verdict,
                      settings.stop_on_bayes_factor)
-        log.info("Finished %d trials (%d failed). Results: %s", len(outcome.records), len(outcome.failed),
-                 sweep_dir / RESULTS_FILE)
+        log.info("%s %d trials (%d failed). Results: %s", "Finished" if gap is None else "Ran", len(outcome.records),
+                 len(outcome.failed), sweep_dir / RESULTS_FILE)
         log.info("%s", tracker.browse_text(parent_run_id))
+        also = f"\nAlso, the {gap}" if gap else ""
         if too_many and searcher.policy.stop_reason:
             raise TrialFailuresExceeded(
                 f"the sweep stopped after {len(outcome.records)} trials: {searcher.policy.stop_reason}\n"
-                f"Failures:\n{outcome.failure_lines()}")
+                f"Failures:\n{outcome.failure_lines()}{also}")
         if too_many:
             raise TrialFailuresExceeded(
                 f"{len(outcome.failed)} of {len(outcome.records)} trials failed, more than "
                 f"hydra.sweeper.max_failure_rate={self.max_failure_rate} of num_trials={settings.num_trials} allows; "
                 f"the sweep stopped early. Failures:\n{outcome.failure_lines()}\n"
-                f"Each failed run's traceback is in MLflow (artifact traceback.txt)."
+                f"Each failed run's traceback is in MLflow (artifact traceback.txt).{also}"
             )
+        if gap:
+            raise RecordsIncomplete(f"the sweep ran its {len(outcome.records)} trials, but {gap}")
 
 
 def tune_location(ray_cfg: dict[str, Any], sweep_dir: Path, parent_run_id: str) -> tuple[str | None, str]:

@@ -130,3 +130,31 @@ def index_list(indices: list[int], most: int = MOST_INDICES) -> str:
         return f"{', '.join(shown[:most - 1])}, … {shown[-1]}"
     return ", ".join(shown)
 
+
+_TRIAL_IN_WRITE = re.compile(r"\btrial #(\d+)")
+
+
+def records_gap(dropped: list[str], waiting: list[str], sweep_dir: Any) -> str | None:
+    """What of a sweep's records is not in MLflow when it ends, as one message naming the fix (None: all is).
+
+    Args:
+        dropped: the MLflow writes refused for good, each ``"<what it was about>: <error>"``.
+        waiting: what each write left in the sweep's spool was about (``"closing the run of trial #3"``).
+        sweep_dir: the sweep's directory, which holds the spool and the results.
+    """
+    if not dropped and not waiting:
+        return None
+    about = [*dropped, *waiting]
+    trials = sorted({int(i) for text in about for i in _TRIAL_IN_WRITE.findall(text)})
+    whose = [f"{len(trials)} trial(s) ({index_list(trials)})"] if trials else []
+    if any(not _TRIAL_IN_WRITE.search(text) for text in about):
+        whose.append("the sweep's run")
+    parts = []
+    if waiting:
+        parts.append(f"{len(waiting)} write(s) wait in {sweep_dir}/mlflow_spool.jsonl: send them with "
+                     f"`sweeper sync {sweep_dir}` once the store takes writes again")
+    if dropped:
+        shown = "\n    ".join(dropped[:MOST_INDICES]) + ("\n    …" if len(dropped) > MOST_INDICES else "")
+        parts.append(f"{len(dropped)} write(s) were refused and are lost (every trial's result is in "
+                     f"{sweep_dir}/optimization_results.yaml and trials.csv):\n    {shown}")
+    return f"the MLflow records of {' and '.join(whose)} are incomplete: " + "; ".join(parts)

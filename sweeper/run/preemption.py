@@ -10,12 +10,18 @@ seconds before the time limit (or at ``scancel``), Kubernetes sends SIGTERM and 
 3. stops Ray Tune the way Ctrl-C does (a SIGUSR1 to itself): Tune saves its experiment state
    and stops the trials' workers;
 4. closes the runs of the trials in flight as KILLED with ``sweeper.status=PREEMPTED``, and
-   the sweep's run likewise, then exits with :data:`PREEMPTED_EXIT_STATUS` (75, ``EX_TEMPFAIL``:
+   the sweep's run likewise, then exits with :data:`~sweeper.run.stops.PREEMPTED_EXIT_STATUS` (75, ``EX_TEMPFAIL``:
    "try again later"), which ``cluster/slurm/sweep.sbatch`` answers by requeueing the job;
    ``sweeper resume`` then continues each trial from its checkpoint, in its run.
 
 A second SIGTERM skips the rest of the wait. Only a driver running Tune in its own main
 thread catches the signal (not through Ray Client, where Tune runs on the head node).
+
+Ctrl-C (SIGINT) stops the sweep at once instead (:class:`Interruption`): no new trial starts,
+Tune's loop ends as above, the trials in flight are closed KILLED with
+``sweeper.status=INTERRUPTED`` (``sweeper resume`` continues them from their checkpoints or
+runs them again), the sweep's run likewise, and the driver exits with
+:data:`~sweeper.run.stops.INTERRUPTED_EXIT_STATUS` (130). A second Ctrl-C raises ``KeyboardInterrupt`` at once.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
@@ -38,8 +44,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Exit status of a sweep stopped by SIGTERM at its trials' checkpoints: requeue the job and resume it.
-PREEMPTED_EXIT_STATUS = 75
 
 
 class Preemption(Callback):
@@ -62,17 +66,9 @@ class Preemption(Callback):
     def requested(self) -> bool:
         return self.requested_at is not None
 
-    @contextmanager
-    def catching(self) -> Iterator[None]:
+    def catching(self) -> AbstractContextManager[None]:
         """Catch SIGTERM while the block runs (in the main thread only; elsewhere nothing changes)."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        previous = signal.signal(signal.SIGTERM, self._on_signal)
-        try:
-            yield
-        finally:
-            signal.signal(signal.SIGTERM, previous)
+        return catching(signal.SIGTERM, self._on_signal)
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         if self.requested_at is not None:
@@ -115,3 +111,45 @@ class Preemption(Callback):
         """Stop Tune's loop as Ctrl-C does: its handler of SIGUSR1 (installed by ``tune.run``) ends the run."""
         self._stopping = True
         os.kill(os.getpid(), signal.SIGUSR1)
+
+
+class Interruption:
+    """Turns Ctrl-C (SIGINT) into a recorded stop (see the module docstring).
+
+    Tune's own SIGINT handler is turned off (``TUNE_DISABLE_SIGINT_HANDLER``): it would end the
+    run as if the sweep had finished, and print a ``Tuner.restore`` hint our users do not resume with.
+
+    Args:
+        searcher: the sweep's :class:`~sweeper.run.searcher.MultiverseSearch` (held: no new trial).
+    """
+
+    def __init__(self, searcher: Any) -> None:
+        self.searcher = searcher
+        self.requested = False
+
+    def catching(self) -> AbstractContextManager[None]:
+        """Catch SIGINT while the block runs (in the main thread only; elsewhere nothing changes)."""
+        os.environ["TUNE_DISABLE_SIGINT_HANDLER"] = "1"
+        return catching(signal.SIGINT, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+        self.searcher.held = True
+        log.warning("Ctrl-C: no new trial starts; the sweep stops, and `sweeper resume` continues it "
+                    "(Ctrl-C again stops at once)")
+        os.kill(os.getpid(), signal.SIGUSR1)  # Tune's handler of SIGUSR1 ends its loop, saving its state
+
+
+@contextmanager
+def catching(signum: int, handler: Any) -> Iterator[None]:
+    """``handler`` answers ``signum`` while the block runs, in the main thread (signals reach no other)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.signal(signum, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signum, previous)

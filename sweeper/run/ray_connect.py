@@ -8,7 +8,10 @@ from __future__ import annotations
 import copy
 import logging
 import os
+import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from sweeper.errors import SweeperConfigError
@@ -46,7 +49,8 @@ def start_ray(ray_cfg: dict[str, Any], code_dir: str | None, client: bool = Fals
                       # Python process and ~0.4 CPU-seconds, for nothing).
                       _system_config={"prestart_worker_first_driver": False})
     try:
-        init_ray(ray, kwargs, env, client)
+        with ray_processes_apart(address is None):
+            init_ray(ray, kwargs, env, client)
     except ConnectionError as exc:
         if auth_refused(exc):
             raise SweeperConfigError(
@@ -117,6 +121,37 @@ CLIENT_START_ATTEMPTS = 3
 #: an "Initialization failure from server" whose traceback is the proxy's start_specific_server finding
 #: the new server a zombie.
 CLIENT_START_FAILURES = ("Starting Ray client server failed", "start_specific_server")
+
+
+@contextmanager
+def ray_processes_apart(local: bool) -> Iterator[None]:
+    """Start a local Ray's processes (its GCS, raylet, and so its workers) in process groups of their own.
+
+    A signal to the sweep's process group (``kill -TERM -PGID``, a service manager stopping the job)
+    then reaches the driver, which stops the sweep in order (sweeper.run.preemption), and not Ray:
+    Ray blocks SIGINT in its processes but not SIGTERM, which ended the GCS under the driver; the
+    driver waited 60 s for it and left the sweep's run RUNNING. The processes still end with the
+    driver: Ray binds them to it (``PR_SET_PDEATHSIG``) where the kernel can, and only there are
+    they moved, as Ray itself does on Windows (``ray._private.services.ConsolePopen``, a private
+    class: the pinned Ray's).
+    """
+    from ray._private import services, utils
+
+    if not local or not sys.platform.startswith("linux") or not utils.detect_fate_sharing_support():
+        yield
+        return
+    original = services.ConsolePopen
+
+    class Apart(original):  # type: ignore[misc,valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            kwargs.setdefault("process_group", 0)
+            super().__init__(*args, **kwargs)
+
+    services.ConsolePopen = Apart
+    try:
+        yield
+    finally:
+        services.ConsolePopen = original
 
 
 def init_ray(ray: Any, kwargs: dict[str, Any], env: dict[str, Any], client: bool) -> None:

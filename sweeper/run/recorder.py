@@ -54,8 +54,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: ``sweeper.status`` of a trial's run closed KILLED because the sweep was preempted: a resume continues it.
-PREEMPTED_STATUS = "PREEMPTED"
 
 
 class TrialRecorder(Callback):
@@ -89,8 +87,10 @@ class TrialRecorder(Callback):
         self._continuable: dict[int, str] = {}  # index -> its run, open for a restart from a checkpoint
         self._by_trial: dict[str, TrialRecord] = {}
         self._adopted: dict[int, TrialRecord] = {}  # index -> a trial that ended before a resume
-        #: The trials in flight when the sweep was preempted (None: it was not): see sweeper.run.preemption.
+        #: The trials in flight when the sweep was preempted or interrupted (None: it was not), and which of
+        #: the two (PREEMPTED or INTERRUPTED): see sweeper.run.preemption.
         self.suspended: list[int] | None = None
+        self.stopped_by: str | None = None
         #: A DurableWriter (a thread of this process) unless given one (sweeper.record.writer_process).
         self.writer: Any = writer if writer is not None else DurableWriter(tracker, spool_path)
 
@@ -228,19 +228,20 @@ class TrialRecorder(Callback):
             self._steps[index] = dict(run.last_steps)
             self._resumed[index] = list(run.resumed_from)
 
-    def suspend_in_flight(self, reason: str) -> list[int]:
-        """Close the runs of the trials in flight as KILLED, tagged PREEMPTED: a resume continues them."""
+    def suspend_in_flight(self, stopped_by: str, reason: str) -> None:
+        """Close the runs of the trials in flight as KILLED, tagged ``stopped_by`` (PREEMPTED or
+        INTERRUPTED): a resume continues them. Sets :attr:`suspended` and :attr:`stopped_by`."""
         suspended = []
         assert self.writer is not None
         for record in self._by_trial.values():
             if record.index in self._adopted or record.run_id is None:
                 continue
             what = f"suspending trial #{record.index}"
-            self.writer.log(what, record.run_id, tags={"status": PREEMPTED_STATUS, "error": reason})
+            self.writer.log(what, record.run_id, tags={"status": stopped_by, "error": reason})
             self.writer.finish(what, record.run_id, "KILLED")
             suspended.append(record.index)
         self._by_trial.clear()
-        return sorted(suspended)
+        self.suspended, self.stopped_by = sorted(suspended), stopped_by
 
     def on_trial_error(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         """Close the run with the trial's own last result if it sent one before its worker ended

@@ -10,7 +10,8 @@ Three records survive a killed driver, and resuming reads all of them:
 - MLflow, the ledger of trials (:func:`reconcile`): a FINISHED or FAILED child run is a trial
   that ended, whatever Tune's last checkpoint says, and is never run again; a child run left
   RUNNING belonged to a trial in flight when the driver died (one closed KILLED and tagged
-  PREEMPTED, to a trial in flight when the sweep was preempted). If that trial left a
+  PREEMPTED or INTERRUPTED, to a trial in flight when the sweep was preempted or stopped by
+  Ctrl-C). If that trial left a
   complete checkpoint in its folder (tag ``sweeper.trial_dir``), it continues from it, in
   the same run; else its run is closed as KILLED and the trial runs once more.
 """
@@ -82,9 +83,13 @@ class SweepManifest:
         """What differs between the saved sweep and the one asked to continue it."""
         found = []
         saved = SearchSpace.from_dict(self.space)
-        if saved != space:
+        if saved.dims != space.dims:
             found.append(f"the search space changed: the sweep searched {saved.describe()}, this command "
                          f"searches {space.describe()}")
+        before, now = trial_conditions(saved.fixed_overrides), trial_conditions(space.fixed_overrides)
+        if before != now:
+            found.append(f"the fixed overrides changed from {before} to {now}: every trial of a sweep runs with "
+                         f"the same (ray.* and mlflow.* may change: where the sweep runs, not what it measures)")
         for key, before, now in (("strategy", self.strategy, strategy), ("seed", self.seed, seed),
                                  ("num_trials", self.num_trials, num_trials)):
             if before != now:
@@ -93,6 +98,13 @@ class SweepManifest:
             found.append("a sweep continues only with the settings it started with: drop the changed overrides, "
                          "or start a new sweep without hydra.sweeper.resume")
         return found
+
+
+def trial_conditions(overrides: tuple[str, ...]) -> list[str]:
+    """The fixed overrides that set what every trial computes: all but ``ray.*`` and ``mlflow.*``, which say
+    where the sweep runs and records (a resumed sweep may move to another cluster: ``sweeper resume DIR
+    ray.address=...``)."""
+    return sorted(o for o in overrides if not o.lstrip("+~").startswith(("ray.", "mlflow.")))
 
 
 def current_command() -> list[str]:
@@ -171,7 +183,7 @@ def reconcile(tracker: Any, parent_run_id: str,
                 **{k: _number(tags.get(f"sweeper.{k}")) for k in ("acquisition", "predicted_mean", "predicted_sd")},
             }
         ended = tags.get("sweeper.status") in ("FINISHED", "FAILED", "TIMEOUT")
-        stopped = run.info.status == "RUNNING" or tags.get("sweeper.status") == "PREEMPTED"
+        stopped = run.info.status == "RUNNING" or tags.get("sweeper.status") in ("PREEMPTED", "INTERRUPTED")
         trial_dir = tags.get("sweeper.trial_dir")
         if run.info.status in ("FINISHED", "FAILED") and ended:
             ledger.ended[index] = run

@@ -57,7 +57,8 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     from sweeper.record.writer_process import WriterProcess
     from sweeper.run.checkpoint_keeper import CheckpointKeeper
     from sweeper.run.fault_guard import FaultGuard, tolerate_oom_kills
-    from sweeper.run.preemption import Preemption
+    from sweeper.run.preemption import Interruption, Preemption
+    from sweeper.run.stops import INTERRUPTED_STATUS, PREEMPTED_STATUS
     from sweeper.run.recorder import TrialRecorder
     from sweeper.run.searcher import MultiverseSearch
     from sweeper.run.trial import make_trainable
@@ -73,6 +74,7 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
                              spool, writer, keeper)
     recorder.adopt_in_flight(in_flight)
     preemption = Preemption(job.checkpoints.preempt_grace_s, searcher)
+    interruption = Interruption(searcher)
     searcher.policy.on_bayes_factor = recorder.log_bayes_factor
     live = _live_maps(job, recorder.writer)
     if live is not None:
@@ -89,17 +91,20 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     # (unredacted) and cost about a tenth of the driver's time per trial.
     # The keeper first: the recorder reads which checkpoint a starting trial continues from.
     callbacks = [keeper, recorder, FaultGuard(job.metric, settings.trial_timeout_s), preemption]
-    _quiet_missing_result_logs()
+    _quiet_tune_logs()
     try:
         if job.ledger is not None:
             tuner = _restored_tuner(job, trainable, searcher, recorder, callbacks)
         else:
             tuner = _new_tuner(job, trainable, searcher, callbacks, bundle)
-        with preemption.catching():
+        with preemption.catching(), interruption.catching():
             tuner.fit()
         if preemption.requested:
-            recorder.suspended = recorder.suspend_in_flight(
-                "the sweep was preempted (SIGTERM); its trial continues from its checkpoint when the sweep resumes")
+            recorder.suspend_in_flight(PREEMPTED_STATUS, "the sweep was preempted (SIGTERM); its trial continues "
+                                                         "from its checkpoint when the sweep resumes")
+        elif interruption.requested:
+            recorder.suspend_in_flight(INTERRUPTED_STATUS, "the sweep was interrupted (Ctrl-C); its trial continues "
+                                                           "from its checkpoint, or runs again, when the sweep resumes")
     finally:
         if live is not None:  # its last maps go to the writer before the writer closes
             searcher.policy.on_gp_fit = None
@@ -125,21 +130,29 @@ def _live_maps(job: TuneJob, writer: Any) -> Any:
         return None
 
 
-class _MissingResultLogs(logging.Filter):
-    """Drops Tune's warning that trials have no result logs: the sweep writes none on purpose.
+class _TuneNoise(logging.Filter):
+    """Drops Tune's lines that would mislead here.
 
-    At the end of ``fit`` Tune's result grid reads every trial's ``result.json`` or
-    ``progress.csv`` and warns, one line per trial, when neither exists.
+    - that trials have no result logs: at the end of ``fit`` Tune's result grid reads every
+      trial's ``result.json`` or ``progress.csv``, one warning per trial, and the sweep writes
+      none on purpose (MLflow is the record);
+    - its answers to a stop signal (Ctrl-C or the SIGUSR1 of a preemption): a ``Tuner.restore``
+      hint and a list of trials that "did not complete"; the sweep says what happened and
+      that ``sweeper resume`` continues it (sweeper.run.preemption).
     """
 
+    PREFIXES = ("Failed to fetch metrics for", "Stop signal received", "Experiment has been interrupted",
+                "Trials did not complete")
+
     def filter(self, record: logging.LogRecord) -> bool:
-        return not record.getMessage().startswith("Failed to fetch metrics for")
+        return not record.getMessage().startswith(self.PREFIXES)
 
 
-def _quiet_missing_result_logs() -> None:
-    tune_log = logging.getLogger("ray.tune.analysis.experiment_analysis")
-    if not any(isinstance(f, _MissingResultLogs) for f in tune_log.filters):
-        tune_log.addFilter(_MissingResultLogs())
+def _quiet_tune_logs() -> None:
+    for name in ("ray.tune.analysis.experiment_analysis", "ray.tune.tune"):
+        tune_log = logging.getLogger(name)
+        if not any(isinstance(f, _TuneNoise) for f in tune_log.filters):
+            tune_log.addFilter(_TuneNoise())
 
 
 def _new_tuner(job: TuneJob, trainable: Any, searcher: Any, callbacks: list[Any], bundle: dict[str, float]) -> Any:

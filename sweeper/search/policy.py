@@ -337,7 +337,7 @@ class MultiversePolicy:
         if state.get("version") != STATE_VERSION:
             raise ValueError(f"searcher state version {state.get('version')!r} is not {STATE_VERSION}")
         saved_space = SearchSpace.from_dict(state["space"])
-        if saved_space != self.space:
+        if saved_space.dims != self.space.dims:  # the fixed overrides are the sweep's to check (sweeper.run.resume)
             raise SweeperConfigError(
                 f"the saved sweep searched {saved_space.describe()} but this one searches "
                 f"{self.space.describe()}: a sweep cannot continue with a different search space."

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import subprocess
 import sys
 import time
@@ -109,10 +110,14 @@ def test_writes_wait_out_an_outage_and_a_sync_sends_what_the_sweep_left(tmp_path
         _wait(lambda: (sweep_dir / SPOOL).is_file(), "writes spooled while the server is away", log, 120)
         stack.enter_context(serve("outage"))
 
-        # While the first sweep sends its spool and ends: the second has ended with its server away.
-        assert late.wait(400) == 0, late_log.read_text()[-4000:]
-        assert "sweeper sync" in late_log.read_text()
-        assert "spooling writes" in late_log.read_text()
+        # While the first sweep sends its spool and ends: the second has ended with its server away, and
+        # says so: how many writes of which trials wait, the command that sends them, a status that is not 0.
+        assert late.wait(400) == 74, late_log.read_text()[-4000:]  # RECORDS_INCOMPLETE_EXIT_STATUS
+        said = late_log.read_text()
+        assert "spooling writes" in said and "Finished 4 trials" not in said and "Ran 4 trials (0 failed)" in said
+        assert re.search(r"the MLflow records of 4 trial\(s\) \(#0, #1, #2, #3\) and the sweep's run are "
+                         r"incomplete: \d+ write\(s\) wait in .*mlflow_spool.jsonl: send them with "
+                         rf"`sweeper sync {re.escape(str(late_dir))}`", said), said[-3000:]
         assert (late_dir / SPOOL).is_file()
         refused = subprocess.run([str(VENV_BIN / "sweeper"), "sync", str(late_dir)], capture_output=True, text=True)
         assert refused.returncode == 1 and "cannot reach" in refused.stderr + refused.stdout

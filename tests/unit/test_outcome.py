@@ -80,3 +80,19 @@ def test_errors_differing_only_in_memory_addresses_are_one_error() -> None:
         "  #2 x=0.2: trial exceeded its time limit",
     ]
 
+
+
+def test_a_sweep_whose_records_did_not_all_land_says_which_and_how_to_send_them() -> None:
+    from sweeper.run.outcome import records_gap
+
+    assert records_gap([], [], "/runs/s") is None  # every write landed: nothing to say
+    waiting = ["creating the run of trial #3", "closing the run of trial #3", "closing the run of trial #12",
+               "closing the sweep's run"]
+    dropped = ["logging step 2 of trial #5: MlflowException: INVALID_PARAMETER_VALUE"]
+    assert records_gap(dropped, waiting, "/runs/s") == (
+        "the MLflow records of 3 trial(s) (#3, #5, #12) and the sweep's run are incomplete: 4 write(s) wait in "
+        "/runs/s/mlflow_spool.jsonl: send them with `sweeper sync /runs/s` once the store takes writes again; "
+        "1 write(s) were refused and are lost (every trial's result is in /runs/s/optimization_results.yaml and "
+        "trials.csv):\n    logging step 2 of trial #5: MlflowException: INVALID_PARAMETER_VALUE")
+    assert records_gap([], ["closing the run of trial #1"], "/d").startswith("the MLflow records of 1 trial(s) (#1) "
+                                                                           "are incomplete: 1 write(s) wait")

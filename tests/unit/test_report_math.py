@@ -314,3 +314,26 @@ def test_recorded_text_maps_back_to_the_choice() -> None:
     threads = ChoiceDim("env.threads", (1, 2))
     assert _as_choice(threads, np.int64(2)) == 2 and type(_as_choice(threads, np.int64(2))) is int
     assert _as_choice(ChoiceDim("m", ("a", "b")), "b") == "b"
+
+
+def test_report_of_an_interrupted_sweep_says_so_first_with_how_to_go_on(tmp_path: Path) -> None:
+    """A sweep stopped by Ctrl-C (or preempted, or still running) holds fewer trials than it planned: its
+    report says so before anything else, with the command that continues it; a sweep that ended says nothing."""
+    import dataclasses
+
+    records = records_of("random", n=8)
+    assert records.unfinished is None and "Caution" not in build_report(records, out_dir=tmp_path / "a").markdown \
+        .read_text()
+    tags = {"sweeper.status": "INTERRUPTED", "sweeper.sweep_dir": "/runs/sweep"}
+    stopped = dataclasses.replace(records, parent_tags=tags, parent_status="KILLED",
+                                  settings={**records.settings, "num_trials": "32"})
+    text = build_report(stopped, out_dir=tmp_path / "b").markdown.read_text()
+    note = ("this sweep was interrupted (Ctrl-C) after 8 of 32 trials; continue it with: sweeper resume "
+            "/runs/sweep")
+    assert f"**Caution: {note}.**" in text.split("## ")[0]
+    assert json.loads((tmp_path / "b" / "summary.json").read_text())["unfinished"] == note
+    preempted = dataclasses.replace(stopped, parent_tags={**tags, "sweeper.status": "PREEMPTED"})
+    assert preempted.unfinished.startswith("this sweep was preempted (SIGTERM) after 8 of 32 trials")
+    running = dataclasses.replace(records, parent_status="RUNNING")
+    assert running.unfinished == ("this sweep has not ended: 8 of 8 trials so far. It is still running, or its "
+                                  "driver died; then continue it with: sweeper resume parent")
