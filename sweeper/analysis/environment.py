@@ -23,6 +23,13 @@ Tests used:
     - Kendall's tau-b and Spearman's rho between the two score lists: do the runs that
       score high under ``a`` also score high under ``b``?
 
+Duplicated pairs count once: given each pair's replicate key (its seed), a pair whose two
+scores repeat another pair's bit-identically under the same seed is the same observation
+again (e.g. ``env.deterministic`` true/false on CPU), and counting it would shrink every
+p-value (Spearman p = 0 from 8 seeds counted twice). With fewer than
+:data:`MIN_DISTINCT_PAIRS` distinct pairs no test is run: the p-values are NaN and the
+notes say "too few distinct pairs".
+
 References:
     Crane, M. (2018). Questionable Answers in Question Answering Research:
     Reproducibility and Variability of Published Results. TACL 6, 241-252.
@@ -45,6 +52,10 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 log = logging.getLogger(__name__)
+
+#: Fewest distinct pairs for any p-value: with 2, ranks always agree (|rho| = 1) and a paired
+#: test has 1 degree of freedom, so a p-value would only restate the two pairs.
+MIN_DISTINCT_PAIRS = 3
 
 
 @dataclass(frozen=True)
@@ -76,7 +87,7 @@ class ConditionComparison:
 
     Attributes:
         names: Labels of the two conditions ``(a, b)``.
-        n: Number of pairs.
+        n: Number of distinct pairs (the tests' sample size).
         summary_a: Spread of condition ``a``'s scores.
         summary_b: Spread of condition ``b``'s scores.
         mean_difference: Mean of ``a - b``.
@@ -92,6 +103,7 @@ class ConditionComparison:
         spearman_p: Its p-value.
         alternative: The tests' alternative hypothesis.
         notes: Warnings and special cases met on the way, in words.
+        n_total: Pairs before duplicated pairs were counted once (= ``n`` without ``keys``).
     """
 
     names: tuple[str, str]
@@ -111,6 +123,7 @@ class ConditionComparison:
     spearman_p: float
     alternative: str = "two-sided"
     notes: tuple[str, ...] = ()
+    n_total: int | None = None
 
 
 def _as_values(values: ArrayLike, label: str) -> NDArray[np.float64]:
@@ -175,10 +188,34 @@ def _quietly(
     return float(result.statistic), float(result.pvalue)
 
 
+def distinct_pairs(a: ArrayLike, b: ArrayLike, keys: ArrayLike) -> NDArray[np.bool_]:
+    """Mask of the pairs to keep: the first of those with the same key and bit-identical scores.
+
+    Example:
+        >>> distinct_pairs([0.9, 0.9, 0.9], [0.8, 0.8, 0.8], keys=[0, 0, 1]).tolist()
+        [True, False, True]
+    """
+    x, y = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    seen: set[tuple[object, bytes, bytes]] = set()
+    keep = []
+    for k, u, v in zip(np.asarray(keys, dtype=object).tolist(), x, y, strict=True):
+        ident = (k, u.tobytes(), v.tobytes())
+        keep.append(ident not in seen)
+        seen.add(ident)
+    return np.asarray(keep, dtype=bool)
+
+
+def _too_few(n: int, n_total: int) -> str:
+    """Why no p-value is given, and what would help."""
+    return (f"too few distinct pairs for a test: {n} (of {n_total} pairs), at least {MIN_DISTINCT_PAIRS} needed; "
+            "no p-value or rank correlation is given: sweep more seeds across both values")
+
+
 def compare_conditions(
     a: ArrayLike,
     b: ArrayLike,
     *,
+    keys: ArrayLike | None = None,
     names: tuple[str, str] = ("a", "b"),
     zero_method: Literal["wilcox", "pratt", "zsplit"] = "wilcox",
     alternative: Literal["two-sided", "less", "greater"] = "two-sided",
@@ -189,6 +226,8 @@ def compare_conditions(
     Args:
         a: Scores under condition ``a``, shape ``(n,)``, ``n >= 2``.
         b: Scores under condition ``b``, shape ``(n,)``; ``b[i]`` paired with ``a[i]``.
+        keys: Optional replicate key of each pair (its seed): pairs bit-identical to an
+            earlier pair with the same key count once (see the module docstring).
         names: Labels of the two conditions.
         zero_method: Wilcoxon's treatment of zero differences (see module docstring).
         alternative: ``"two-sided"``, or ``"greater"``/``"less"`` for ``a - b`` (both tests).
@@ -231,10 +270,20 @@ def compare_conditions(
         )
     if x.size < 2:
         raise ValueError(f"need at least 2 pairs to compare conditions; got {x.size}")
+    n_total = int(x.size)
+    notes: list[str] = []
+    if keys is not None:
+        keep = distinct_pairs(x, y, keys)
+        x, y = x[keep], y[keep]
+        if x.size < n_total:
+            notes.append(f"{n_total - x.size} of {n_total} pairs repeat another bit-identically under the same seed "
+                         f"(the other params changed neither score): each distinct pair counts once, n = {x.size}")
     d = x - y
     n_nonzero = int(np.count_nonzero(d))
-    notes: list[str] = []
-    if n_nonzero == 0:
+    if x.size < MIN_DISTINCT_PAIRS:
+        notes.append(_too_few(int(x.size), n_total))
+        w_stat, w_p, t_stat, t_p = (math.nan,) * 4
+    elif n_nonzero == 0:
         notes.append(
             "all paired differences are zero: the conditions gave identical scores; "
             "Wilcoxon and t-test report p = 1.0 and a NaN statistic"
@@ -246,7 +295,9 @@ def compare_conditions(
             zero_method=zero_method, alternative=alternative, method=wilcoxon_method,
         )  # fmt: skip
         t_stat, t_p = _quietly(stats.ttest_rel, notes, "t-test", x, y, alternative=alternative)
-    if np.ptp(x) == 0.0 or np.ptp(y) == 0.0:
+    if x.size < MIN_DISTINCT_PAIRS:
+        tau, tau_p, rho, rho_p = (math.nan,) * 4
+    elif np.ptp(x) == 0.0 or np.ptp(y) == 0.0:
         notes.append("a condition's scores are constant: rank correlations are undefined (NaN)")
         tau, tau_p, rho, rho_p = math.nan, math.nan, math.nan, math.nan
     else:
@@ -270,12 +321,15 @@ def compare_conditions(
         spearman_p=rho_p,
         alternative=alternative,
         notes=tuple(notes),
+        n_total=n_total,
     )
 
 
 __all__ = [
     "ConditionComparison",
     "ConditionSummary",
+    "MIN_DISTINCT_PAIRS",
     "compare_conditions",
+    "distinct_pairs",
     "summarize_conditions",
 ]

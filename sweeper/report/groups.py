@@ -33,7 +33,7 @@ from sweeper.analysis.environment import (
     compare_conditions,
     summarize_conditions,
 )
-from sweeper.analysis.qra import QRA, qra
+from sweeper.analysis.qra import QRA, qra_replicates
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -129,6 +129,7 @@ def qra_groups(trials: pd.DataFrame, measurands: Sequence[str], *, scale_min: fl
     sizes = keys.value_counts()
     repeated = trials[keys.isin(sizes.index[sizes >= 2]).to_numpy()]
     conditions = condition_columns(trials)
+    fixed = fixed_measurands(trials, measurands[1:], scale_min=scale_min)
     groups: list[QRAGroup] = []
     parts = [rows.sort_values("index") for _, rows in repeated.groupby(keys[repeated.index], sort=False)]
     for rows in sorted(parts, key=lambda r: (-len(r), int(r["index"].iloc[0]))):
@@ -140,20 +141,64 @@ def qra_groups(trials: pd.DataFrame, measurands: Sequence[str], *, scale_min: fl
         table = pd.DataFrame({"index": rows["index"].to_numpy(), "run_id": rows["run_id"].to_numpy()})
         for c in vary:
             table[c.split(".", 1)[1]] = texts[c].to_numpy()
+        label = object_label({c[6:]: rows[c].iloc[0] for c in varying})
+        seeds = replicate_keys(rows)
         results: dict[str, QRA | str] = {}
         for m in measurands:
             values = rows[f"metric.{m}"].to_numpy(dtype=np.float64, na_value=np.nan) if f"metric.{m}" in rows \
                 else np.full(len(rows), np.nan)
             table[m] = values
-            finite = values[np.isfinite(values)]
+            ok = np.isfinite(values)
             try:
-                results[m] = qra(finite, scale_min, name=m)
+                results[m] = fixed[m] if m in fixed else qra_replicates(
+                    values[ok], None if seeds is None else seeds[ok], scale_min, name=m, label=label)
             except ValueError as exc:
                 results[m] = str(exc)
         first = rows.iloc[0]
         groups.append(QRAGroup(number=len(groups) + 1, object={c[6:]: first[c] for c in varying},
                                conditions=vary, table=table, results=results))
     return groups
+
+
+def object_label(obj: dict[str, Any]) -> str:
+    """The object in words for QRA's notes, e.g. ``configuration `lr=0.1, model=a```."""
+    return "configuration `" + ", ".join(f"{k}={value_text(v)}" for k, v in obj.items()) + "`" if obj \
+        else "the configuration"
+
+
+def replicate_keys(rows: pd.DataFrame) -> np.ndarray | None:
+    """Each trial's seed as text (the first seed column present), or ``None`` when no seed is recorded.
+
+    Bit-identical results under the same seed are one measurement repeated (see
+    :func:`~sweeper.analysis.qra.distinct_measurements`); without a recorded seed any
+    bit-identical results count once.
+    """
+    for c in (*(f"param.{k}" for k in SEED_KEYS), "tag.seed"):
+        if c in rows and rows[c].notna().any():
+            return rows[c].map(value_text).to_numpy(dtype=object)
+    return None
+
+
+def fixed_measurands(trials: pd.DataFrame, measurands: Sequence[str], *, scale_min: float = 0.0) -> dict[str, QRA]:
+    """Measurands with one value in every trial of the sweep (e.g. ``epochs``, ``n_params``): no QRA.
+
+    A value that no trial changed is a constant of the configuration, not a measurement
+    of precision; it gets status ``fixed`` and one line of words, never CV* 0. The sweep's
+    own metric is left to :func:`~sweeper.analysis.qra.qra_replicates` (a constant metric
+    there asks whether the task uses its seed).
+    """
+    out: dict[str, QRA] = {}
+    for m in measurands:
+        column = f"metric.{m}"
+        values = trials[column].to_numpy(dtype=np.float64, na_value=np.nan) if column in trials else np.array([])
+        values = values[np.isfinite(values)]
+        if values.size >= 2 and np.ptp(values) == 0.0:
+            v = float(values[0])
+            out[m] = QRA(n=1, mean=v - scale_min, mean_original=v, std=0.0, std_ci=(math.nan, math.nan), cv=math.nan,
+                         cv_star=math.nan, scale_min=scale_min, name=m, status="fixed", n_total=int(values.size),
+                         note=f"`{m}` is {v:.6g} in every trial of the sweep: a constant of the configuration, "
+                              f"not a measurement, so it has no CV*")
+    return out
 
 
 @dataclass(frozen=True)
@@ -226,9 +271,22 @@ def paired_conditions(trials: pd.DataFrame, measurand: str) -> tuple[list[Paired
         first_value = {t: trials.loc[(texts == t).to_numpy(), c].iloc[0] for t in distinct}
         out.append(PairedConditions(
             condition=key, values=(first_value[distinct[0]], first_value[distinct[1]]), measurand=measurand,
-            pairs=table, comparison=compare_conditions(table["value_a"], table["value_b"], names=labels),
+            pairs=table, comparison=compare_conditions(table["value_a"], table["value_b"], names=labels,
+                                                       keys=pair_seeds(trials, table["index_a"])),
             summaries=summarize_conditions(scores), scores=scores))
     return out, notes
+
+
+def pair_seeds(trials: pd.DataFrame, index_a: pd.Series) -> np.ndarray:
+    """The seed of each pair (of its first trial), so that pairs repeated under one seed count once (Crane 2018).
+
+    Without a recorded seed every pair gets the same key: bit-identical pairs then count once.
+    """
+    seeds = replicate_keys(trials)
+    if seeds is None:
+        return np.zeros(len(index_a), dtype=object)
+    by_index = dict(zip(trials["index"].astype(int).tolist(), seeds.tolist(), strict=True))
+    return np.asarray([by_index[int(i)] for i in index_a], dtype=object)
 
 
 def natural_key(text: str) -> float:

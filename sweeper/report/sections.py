@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sweeper.analysis.environment import ConditionComparison
 from sweeper.analysis.expected_max import ExpectedMax, expected_max
 from sweeper.analysis.qra import QRA
 from sweeper.report.checklist import ChecklistItem
@@ -177,21 +178,17 @@ def qra_section(out: OutputDir, groups: Sequence[QRAGroup], measurands: Sequence
     blocks.append(Paragraph(
         "Trials measured the same **object** when every param that is not an environment condition (`env.*`, "
         "`seed`) is equal; each metric is a **measurand**. CV* is the small-sample corrected coefficient of "
-        "variation, in percent (scale minimum 0); std is unbiased (c4), with its 95 % confidence interval."))
+        "variation, in percent (scale minimum 0); std is unbiased (c4), with its 95 % confidence interval. n counts "
+        "distinct measurements: results bit-identical under the same seed are one measurement repeated and count "
+        "once; a measurand equal in every measurement is `constant` and gets no CV* (no spread is not precision)."))
     qra_rows, condition_rows = [], []
     for g in groups:
         obj = ", ".join(f"{k}={v}" for k, v in g.object.items()) or "every trial (no other param varies)"
-        for m, r in g.results.items():
-            base = {"group": g.number, "object": obj, "measurand": m}
-            if isinstance(r, QRA):
-                qra_rows.append({**base, "n": r.n, "mean": r.mean, "std": r.std, "ci_low": r.std_ci[0],
-                                 "ci_high": r.std_ci[1], "cv": r.cv, "cv_star": r.cv_star, "error": ""})
-            else:
-                qra_rows.append({**base, "n": int(np.isfinite(g.table[m]).sum()), "mean": math.nan, "std": math.nan,
-                                 "ci_low": math.nan, "ci_high": math.nan, "cv": math.nan, "cv_star": math.nan,
-                                 "error": r})
+        qra_rows += [{"group": g.number, "object": obj, "measurand": m, **_qra_row(r, g.table[m])}
+                     for m, r in g.results.items()]
         condition_rows.append(g.table.assign(group=g.number))
-    columns = ["group", "object", "measurand", "n", "mean", "std", "ci_low", "ci_high", "cv", "cv_star", "error"]
+    columns = ["group", "object", "measurand", "n", "n_trials", "mean", "std", "ci_low", "ci_high", "cv", "cv_star",
+               "status", "note", "error"]
     out.csv("qra.csv", pd.DataFrame(qra_rows, columns=columns))
     conditions = pd.concat(condition_rows, ignore_index=True) if condition_rows else pd.DataFrame(columns=["group"])
     out.csv("conditions.csv", conditions[["group", *[c for c in conditions.columns if c != "group"]]])
@@ -201,6 +198,11 @@ def qra_section(out: OutputDir, groups: Sequence[QRAGroup], measurands: Sequence
             "environment condition, so there is nothing to assess. To make a group, sweep only environment "
             "conditions with the hyperparameters fixed, e.g. `hydra.sweeper.params={} x=0.3 "
             "'env.seed=range(0,5)'` (or `+seed=range(0,5)` if the config has no seed key).")]
+    fixed = [m for m in measurands if any(g.results.get(m) is not None for g in groups)
+             and all(isinstance(r, QRA) and r.status == "fixed" for g in groups if (r := g.results.get(m)) is not None)]
+    if fixed:
+        blocks.append(Paragraph(", ".join(f"`{m}`" for m in fixed) + " take(s) one value in every trial of the sweep: "
+                                "constants of the configuration, not measurements, so no CV* is shown for them."))
     for g in groups[:MAX_GROUP_TABLES]:
         obj = ", ".join(f"`{k}={v}`" for k, v in g.object.items()) or "every trial"
         blocks += [Heading(f"Group {g.number}: {obj} ({g.n} measurements)", 3),
@@ -208,18 +210,37 @@ def qra_section(out: OutputDir, groups: Sequence[QRAGroup], measurands: Sequence
                              + (", ".join(f"`{c.split('.', 1)[1]}`" for c in g.conditions) or
                                 "**none recorded**: the spread comes from something the records do not show.")),
                    table(list(g.table.columns), g.table.itertuples(index=False, name=None))]
-        lines = []
+        lines, notes = [], []
         for m in measurands:
             r = g.results.get(m)
-            if isinstance(r, QRA):
+            if m in fixed or r is None:
+                continue
+            if isinstance(r, QRA) and r.defined:
                 lines.append([m, r.n, r.mean, r.std, f"[{r.std_ci[0]:.4g}, {r.std_ci[1]:.4g}]", r.cv_star])
-            elif r is not None:
+            elif isinstance(r, QRA):
+                lines.append([m, r.n, r.mean, r.std, "—", r.status])
+            else:
                 lines.append([m, "—", "—", "—", "—", f"undefined: {r}"])
-        blocks.append(table(["measurand", "n", "mean", "std", "95 % CI of std", "CV*"], lines))
+            if isinstance(r, QRA) and r.note:
+                notes.append(f"`{m}`: {r.note}.")
+        blocks.append(table(["measurand", "n (distinct)", "mean", "std", "95 % CI of std", "CV*"], lines))
+        if notes:
+            blocks.append(Bullets(tuple(notes)))
     if len(groups) > MAX_GROUP_TABLES:
         blocks.append(Paragraph(f"{len(groups) - MAX_GROUP_TABLES} more groups are in `qra.csv` and "
                                 f"`conditions.csv`."))
     return blocks
+
+
+def _qra_row(r: QRA | str, values: pd.Series) -> dict[str, Any]:
+    """One row of ``qra.csv``: the QRA's numbers, status and note, or the error that prevented it."""
+    if isinstance(r, QRA):
+        return {"n": r.n, "n_trials": r.n if r.n_total is None else r.n_total, "mean": r.mean, "std": r.std,
+                "ci_low": r.std_ci[0], "ci_high": r.std_ci[1], "cv": r.cv, "cv_star": r.cv_star,
+                "status": r.status, "note": r.note, "error": ""}
+    n = int(np.isfinite(values).sum())
+    return {"n": n, "n_trials": n, "mean": math.nan, "std": math.nan, "ci_low": math.nan, "ci_high": math.nan,
+            "cv": math.nan, "cv_star": math.nan, "status": "error", "note": r, "error": r}
 
 
 def environment_section(out: OutputDir, comparisons: Sequence[PairedConditions], notes: Sequence[str],
@@ -234,7 +255,8 @@ def environment_section(out: OutputDir, comparisons: Sequence[PairedConditions],
     for p in comparisons:
         c = p.comparison
         stats.append({"condition": p.condition, "a": c.names[0], "b": c.names[1], "measurand": p.measurand,
-                      "n_pairs": c.n, "n_nonzero": c.n_nonzero, "mean_difference": c.mean_difference,
+                      "n_pairs": c.n, "n_pairs_total": c.n if c.n_total is None else c.n_total,
+                      "n_nonzero": c.n_nonzero, "mean_difference": c.mean_difference,
                       "wilcoxon_statistic": c.wilcoxon_statistic, "wilcoxon_p": c.wilcoxon_p,
                       "zero_method": c.zero_method, "t_statistic": c.t_statistic, "t_p": c.t_p,
                       "kendall_tau": c.kendall_tau, "kendall_p": c.kendall_p, "spearman_rho": c.spearman_rho,
@@ -250,14 +272,15 @@ def environment_section(out: OutputDir, comparisons: Sequence[PairedConditions],
         return [*blocks, Paragraph(text), *([Bullets(tuple(notes))] if notes else [])]
     blocks.append(Paragraph(
         "Paired on every other param (seed included): Wilcoxon signed-rank (zeros dropped, `zero_method=wilcox`), "
-        "paired t-test, and the rank agreement of the runs (Kendall's τ-b, Spearman's ρ)."))
+        "paired t-test, and the rank agreement of the runs (Kendall's τ-b, Spearman's ρ). A pair whose scores repeat "
+        "another's bit-identically under the same seed counts once; under 3 distinct pairs no p-value is given."))
     for p in comparisons:
         c = p.comparison
         name = p.condition.replace(".", "_").replace("/", "_")
         out.figure(f"environment_{name}.png", plot_condition_distributions(p.scores, ylabel=metric,
                                                                             title=f"{metric} by {p.condition}"))
         blocks += [
-            Heading(f"`{p.condition}`: {c.names[0]} vs {c.names[1]} ({c.n} pairs)", 3),
+            Heading(f"`{p.condition}`: {c.names[0]} vs {c.names[1]} ({_pairs_text(c)})", 3),
             table(["statistic", "value", "p"], [
                 ["mean difference (a − b)", c.mean_difference, None], ["pairs that differ", c.n_nonzero, None],
                 ["Wilcoxon signed-rank", c.wilcoxon_statistic, c.wilcoxon_p], ["paired t", c.t_statistic, c.t_p],
@@ -268,6 +291,12 @@ def environment_section(out: OutputDir, comparisons: Sequence[PairedConditions],
             Figure(f"environment_{name}.png", f"{metric} under each value of {p.condition}"),
         ]
     return [*blocks, *([Bullets(tuple(notes))] if notes else [])]
+
+
+def _pairs_text(c: ConditionComparison) -> str:
+    """``8 pairs``, or ``8 distinct pairs of 16`` when duplicated pairs were counted once."""
+    total = c.n if c.n_total is None else c.n_total
+    return f"{c.n} pairs" if total == c.n else f"{c.n} distinct pairs of {total}"
 
 
 def failures_section(out: OutputDir, failed: pd.DataFrame, filtered: pd.DataFrame, *, rule: TrialFilter | None,

@@ -45,6 +45,30 @@ from sweeper.search.warping import OutputWarp
 
 #: ``|log10 K|`` above which the verdict is conclusive (K > 10 or K < 0.1).
 CONCLUSIVE_LOG10 = 1.0
+#: A metric whose spread is at most this times ``max(1, |mean|)`` is constant (rounding, not signal).
+CONSTANT_RTOL = 1e-12
+
+
+def constant_metric_note(y: NDArray[np.float64]) -> str | None:
+    """The words for a metric constant over the trials, or None when it varies.
+
+    With no spread, both GPs fit only noise and their likelihood ratio says nothing about
+    interactions (Bell et al. 2022, eq. 8 compares explanations of a variation that is absent).
+    """
+    y = np.asarray(y, dtype=np.float64)
+    if y.size == 0 or np.ptp(y) > CONSTANT_RTOL * max(1.0, abs(float(y.mean()))):
+        return None
+    return (f"the metric is constant over this sweep (value {float(y[0]):.6g} in all {y.size} trials): nothing "
+            "depends on any choice, and no interaction, sensitivity or map can be estimated")
+
+
+def _no_variation_note(X: NDArray[np.float64], dims: tuple[int, ...]) -> str | None:
+    """Words for tested dims that took one value in every trial (nothing to interact with), or None."""
+    fixed = [i for i in dims if np.ptp(X[:, i]) == 0.0]
+    if not fixed:
+        return None
+    return (f"no evidence: dim(s) {', '.join(map(str, fixed))} took one value in every trial, so the trials cannot "
+            "show an interaction with them; sweep them")
 
 
 @dataclass(frozen=True)
@@ -57,6 +81,9 @@ class BayesFactor:
         shared_log_likelihood: Optimised log marginal likelihood of the shared model.
         dims: The dims tested: every dim (global test) or a pair.
         n: Observations used.
+        note: Why the data hold no evidence (a constant metric, a dim with one value); then
+            ``log10_K`` is 0 (K = 1: the data favour neither model), nothing was fitted and
+            the verdict is ``"no evidence"``. Empty otherwise.
     """
 
     log10_K: float
@@ -64,6 +91,7 @@ class BayesFactor:
     shared_log_likelihood: float
     dims: tuple[int, ...]
     n: int
+    note: str = ""
 
     @property
     def K(self) -> float:
@@ -71,7 +99,12 @@ class BayesFactor:
         return 10.0**self.log10_K if self.log10_K < 300 else math.inf
 
     def verdict(self, threshold: float = 10.0 ** CONCLUSIVE_LOG10) -> str:
-        """``"no interaction"`` if ``K > threshold``, ``"interaction"`` if ``K < 1/threshold``, else ``"inconclusive"``."""
+        """``"no interaction"`` if ``K > threshold``, ``"interaction"`` if ``K < 1/threshold``, else ``"inconclusive"``.
+
+        ``"no evidence"`` where the data cannot speak (see ``note``).
+        """
+        if self.note:
+            return "no evidence"
         bound = math.log10(threshold)
         if self.log10_K > bound:
             return "no interaction"
@@ -81,7 +114,7 @@ class BayesFactor:
 
     def is_conclusive(self, threshold: float) -> bool:
         """Whether ``K > threshold`` or ``K < 1/threshold``."""
-        return self.verdict(threshold) != "inconclusive"
+        return self.verdict(threshold) in ("interaction", "no interaction")
 
 
 def interaction_bayes_factor(
@@ -122,7 +155,9 @@ def interaction_bayes_factor(
             None models ``y`` itself.
 
     Returns:
-        The :class:`BayesFactor`.
+        The :class:`BayesFactor`; with no evidence in the data (a constant ``y``, or a tested
+        pair with a dim that took one value in every trial) ``log10_K = 0``, a ``note`` and
+        the verdict ``"no evidence"``, without fitting.
 
     Raises:
         ValueError: Fewer than 2 dims, a malformed pair, or bad data.
@@ -142,6 +177,9 @@ def interaction_bayes_factor(
             raise ValueError(f"pair must name two different dims in 0..{d - 1}; got {pair!r}")
         shared = [[i, j]] + [[k] for k in range(d) if k not in (i, j)]
         dims = (i, j)
+    note = constant_metric_note(y) or _no_variation_note(X, dims if pair is not None else ())
+    if note:
+        return BayesFactor(0.0, math.nan, math.nan, dims, int(X.shape[0]), note=note)
     common = {"seed": seed, "n_restarts": n_restarts, "categories": categories, "kernel": kernel,
               "max_fit_points": max_fit_points, "refine_max_points": refine_max_points, "warp": warp}
     if additive_log_likelihood is None:

@@ -85,6 +85,8 @@ from sweeper.search.space import SearchSpace
 from sweeper.search.warping import OutputWarp
 
 log = logging.getLogger(__name__)
+#: The verdicts that end a sweep with ``stop_on_bayes_factor`` ("inconclusive" and "no evidence" do not).
+CONCLUSIVE = ("interaction", "no interaction")
 
 STATE_VERSION = 2
 #: Re-plan a batch only while planning takes at most this share of the time between plans:
@@ -249,7 +251,7 @@ class MultiversePolicy:
     def stopped_on_bayes_factor(self) -> BayesFactorCheck | None:
         """The conclusive test that ended the sweep early, or None."""
         last = self._bayes_factors[-1] if self._bayes_factors else None
-        return last if last is not None and last.verdict != "inconclusive" else None
+        return last if last is not None and last.verdict in CONCLUSIVE else None
 
     @property
     def is_finished(self) -> bool:
@@ -428,7 +430,7 @@ class MultiversePolicy:
                  check.log10_K, check.verdict, s.stop_on_bayes_factor)
         if self.on_bayes_factor is not None:
             self.on_bayes_factor(check)
-        return check.verdict != "inconclusive"
+        return check.verdict in CONCLUSIVE  # "no evidence" (a constant metric so far) never stops a sweep
 
     def _design_point(self, index: int, phase: str) -> Suggestion:
         s = self.settings

@@ -115,3 +115,49 @@ def test_summarize_conditions() -> None:
     assert s["gpu"].n == 1 and math.isnan(s["gpu"].sd) and s["gpu"].range == 0.0
     with pytest.raises(ValueError, match="condition 'gpu': no scores"):
         summarize_conditions({"gpu": []})
+
+
+# ------------------------------------------------- duplicated pairs (issue 32, item 4)
+SEEDS_8 = [0.951, 0.944, 0.948, 0.939, 0.951, 0.946, 0.942, 0.950]
+
+
+def test_pairs_repeated_under_one_seed_count_once() -> None:
+    # seeds/cpu: threads=1 vs 2, each seed twice (deterministic true/false), nothing changes the score.
+    a = np.repeat(SEEDS_8, 2)
+    b = a + np.repeat(np.linspace(-1e-3, 1e-3, 8), 2)
+    seeds = np.repeat(np.arange(8), 2)
+    doubled = compare_conditions(a, b)
+    once = compare_conditions(a, b, keys=seeds)
+    expected = compare_conditions(a[::2], b[::2])
+    assert (once.n, once.n_total) == (8, 16)
+    assert (once.spearman_rho, once.spearman_p, once.t_p, once.wilcoxon_p) == (
+        expected.spearman_rho, expected.spearman_p, expected.t_p, expected.wilcoxon_p)
+    assert once.spearman_p > doubled.spearman_p  # 16 "pairs" claimed more than 8 seeds hold
+    assert "8 of 16 pairs repeat another bit-identically under the same seed" in once.notes[0]
+
+
+def test_equal_pairs_of_different_seeds_are_kept() -> None:
+    c = compare_conditions([0.9, 0.9, 0.8, 0.7], [0.9, 0.9, 0.7, 0.8], keys=[0, 1, 2, 3])
+    assert (c.n, c.n_total) == (4, 4) and not any("repeat another" in note for note in c.notes)
+
+
+def test_too_few_distinct_pairs_give_no_p_value_but_words() -> None:
+    c = compare_conditions([0.9, 0.9, 0.8, 0.8], [0.7, 0.7, 0.9, 0.9], keys=[0, 0, 1, 1])
+    assert (c.n, c.n_total) == (2, 4)
+    assert all(math.isnan(v) for v in (c.wilcoxon_p, c.t_p, c.kendall_p, c.spearman_p, c.spearman_rho))
+    assert any(note.startswith("too few distinct pairs for a test: 2 (of 4 pairs), at least 3 needed")
+               for note in c.notes)
+
+
+def test_report_pairs_seeds_cpu_once_per_seed() -> None:
+    import pandas as pd
+
+    from sweeper.report.groups import paired_conditions
+
+    seeds, threads, det = (x.ravel() for x in np.meshgrid(np.arange(8), [1, 2], ["true", "false"], indexing="ij"))
+    trials = pd.DataFrame({"index": np.arange(32), "run_id": [f"r{i}" for i in range(32)], "status": "FINISHED",
+                           "param.lr": 0.05, "param.env.seed": seeds, "param.env.threads": threads,
+                           "param.env.deterministic": det, "metric.acc": np.asarray(SEEDS_8)[seeds]})
+    comparisons, _ = paired_conditions(trials, "acc")
+    assert {p.condition: (p.comparison.n, p.comparison.n_total) for p in comparisons} == {
+        "env.threads": (8, 16), "env.deterministic": (8, 16)}
