@@ -7,14 +7,20 @@ live map is the map the analysis will show, on the trials so far.
 
 A map over two dims is two figures, the posterior mean and the posterior sd (Bell et al.
 2022, Fig. 1, 2, 4), a facet per category combination, the trials on top; over one dim or
-none, one figure holds the mean with its ±2 sd.
+none, one figure holds the mean with its 95 % band.
+
+**The band** (:attr:`MapView.low`, :attr:`MapView.high`) is the central 95 % of the result a
+new trial there would return, the model's own quantiles (:meth:`~sweeper.search.ensemble.GPEnsemble.band`):
+``mean ± 1.96 sd`` without bounds; with the metric's bounds, the warp's inverse of the
+Gaussian's quantiles on the modelled scale, so it stays inside them where ``mean ± 1.96 sd``
+would not. The figures draw it and the map's CSV holds it (``low``, ``high``), the same numbers.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -24,6 +30,7 @@ from sweeper.analysis.multiverse import (
     ContourMap,
     LineMap,
     MultiverseFit,
+    _facet_points,
     axis_values,
     category_facets,
     category_means,
@@ -35,6 +42,11 @@ from sweeper.search.space import SearchSpace
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+#: The share of a new trial's results a map's band holds.
+BAND_LEVEL = 0.95
+#: Draws of the continuous dims left out when a map averages over them (``others="marginal"``).
+N_MARGINAL = 64
 
 
 @dataclass(frozen=True)
@@ -58,12 +70,16 @@ class MapView:
 
     Attributes:
         columns: The continuous dims mapped (their columns), 2, 1 or 0 of them.
+        low: The lower end of the 95 % band, shaped as the view's ``mean`` (facet label -> grid
+            or line; an array over the labels for ``categories``); ``high`` the upper end.
     """
 
     columns: tuple[int, ...]
     contour: ContourMap | None = None
     line: LineMap | None = None
     categories: CategoryMeans | None = None
+    low: Any = None
+    high: Any = None
 
 
 def map_view(fit: MultiverseFit, columns: Sequence[int], *, others: str = "centre", resolution: int = 40,
@@ -76,12 +92,40 @@ def map_view(fit: MultiverseFit, columns: Sequence[int], *, others: str = "centr
     """
     columns = tuple(int(c) for c in columns)
     if len(columns) == 2:
-        return MapView(columns, contour=contour_map(fit, *columns, resolution=resolution, others=others, seed=seed))
+        cm = contour_map(fit, *columns, resolution=resolution, others=others, n_marginal=N_MARGINAL, seed=seed)
+        t = np.linspace(0.0, 1.0, resolution)
+        gx, gy = np.meshgrid(t, t)  # the grid contour_map predicts on
+        low, high = _facet_bands(fit, np.column_stack([gx.ravel(), gy.ravel()]), columns, others, seed)
+        shape = (resolution, resolution)
+        return MapView(columns, contour=cm, low={k: v.reshape(shape) for k, v in low.items()},
+                       high={k: v.reshape(shape) for k, v in high.items()})
     if len(columns) == 1:
-        return MapView(columns, line=line_map(fit, columns[0], others=others, seed=seed))
+        line = line_map(fit, columns[0], others=others, n_marginal=N_MARGINAL, seed=seed)
+        low, high = _facet_bands(fit, np.linspace(0.0, 1.0, line.x.size)[:, None], columns, others, seed)
+        return MapView(columns, line=line, low=low, high=high)
     if columns:
         raise ValueError(f"a map shows 2, 1 or 0 continuous dims; got columns {list(columns)}")
-    return MapView((), categories=category_means(fit))
+    categories = category_means(fit)
+    P = np.full((len(categories.labels), fit.space.d), 0.5)  # the points category_means predicts at
+    for row, (_, fixed) in enumerate(category_facets(fit.space)):
+        P[row, list(fixed)] = list(fixed.values())
+    low, high = fit.gp.band(P, BAND_LEVEL)
+    return MapView((), categories=categories, low=low, high=high)
+
+
+def _facet_bands(fit: MultiverseFit, U: NDArray[np.float64], free: Sequence[int], others: str, seed: int
+                 ) -> tuple[dict[str, NDArray[np.float64]], dict[str, NDArray[np.float64]]]:
+    """Per facet, the band's ends at the grid coordinates ``U`` of columns ``free``.
+
+    At the points the map's mean is predicted at; where it averages over the other dims
+    (``others="marginal"``), the ends are averaged over the same draws.
+    """
+    lows, highs = {}, {}
+    for label, fixed in category_facets(fit.space):
+        P, m = _facet_points(fit, U, fixed, others, free, N_MARGINAL, seed)
+        low, high = fit.gp.band(P, BAND_LEVEL)
+        lows[label], highs[label] = low.reshape(-1, m).mean(axis=1), high.reshape(-1, m).mean(axis=1)
+    return lows, highs
 
 
 def facet_of(space: SearchSpace, u: NDArray[np.float64]) -> str:
@@ -131,13 +175,14 @@ def draw_map(view: MapView, space: SearchSpace, trials: MapTrials, metric: str, 
             quantity=f"{what} of a trial's {metric}", points=points,
             title=f"{metric}: posterior {what} over {cm.x_dim} x {cm.y_dim}{after}")
             for what, grids in (("mean", cm.mean), ("sd", cm.sd))}
-    title = f"{metric}: posterior mean ± 2 sd{after}"
+    title = f"{metric}: posterior mean and {BAND_LEVEL:.0%} band{after}"
+    band = (view.low, view.high) if view.low is not None else None
     if view.line is not None:
         x, x_log, mean, sd = view.line
         return {"map": plot_line_facets(x, mean, sd, x_name=space.names[view.columns[0]], x_log=x_log,
                                         quantity=metric, points=facet_points(space, trials, view.columns),
-                                        title=title)}
+                                        title=title, band=band)}
     assert view.categories is not None
     labels, mean, sd = view.categories
     seen = {k: trials.scores[[facet_of(space, u) == k for u in trials.kept]] for k in labels}
-    return {"map": plot_category_means(labels, mean, sd, quantity=metric, points=seen, title=title)}
+    return {"map": plot_category_means(labels, mean, sd, quantity=metric, points=seen, title=title, band=band)}

@@ -172,12 +172,13 @@ def plot_line_facets(
     x: ArrayLike, mean: Mapping[str, ArrayLike], sd: Mapping[str, ArrayLike], *,
     x_name: str, x_log: bool, quantity: str,
     points: Mapping[str, FacetPoints] | None = None, title: str | None = None,
+    band: tuple[Mapping[str, ArrayLike], Mapping[str, ArrayLike]] | None = None,
 ) -> Figure:
     """Draw the posterior over a single continuous dim, one line per category.
 
     The 1-D analogue of :func:`plot_contour_facets` (Bell et al. 2022, Fig. 1): each
-    facet's posterior mean with a +/-2 sd band, its trials as dots of the same colour and
-    failed or filtered trials as black crosses (at the bottom when they have no score).
+    facet's posterior mean with its band (``band``, else +/-2 sd), its trials as dots of the
+    same colour and failed or filtered trials as black crosses (at the bottom when they have no score).
 
     Args:
         x: ``(gx,)`` grid values of the dim, original units.
@@ -187,6 +188,8 @@ def plot_line_facets(
         quantity: y axis label.
         points: Facet label -> trials (``included_y``/``excluded_y`` are metric values).
         title: Axes title.
+        band: ``(low, high)``, each facet label -> the band's ends, shape ``(gx,)``: the
+            model's own interval (inside a bounded metric's range); None: ``mean ± 2 sd``.
 
     Returns:
         The figure, with one axes.
@@ -208,7 +211,9 @@ def plot_line_facets(
         s = _vector(f"sd[{label!r}]", sd[label], xs.size)
         (line,) = ax.plot(xs, m, label=str(label) or "posterior mean")
         color = line.get_color()
-        ax.fill_between(xs, m - 2 * s, m + 2 * s, color=color, alpha=0.2, linewidth=0)
+        low, high = (m - 2 * s, m + 2 * s) if band is None else (
+            _vector(f"low[{label!r}]", band[0][label], xs.size), _vector(f"high[{label!r}]", band[1][label], xs.size))
+        ax.fill_between(xs, low, high, color=color, alpha=0.2, linewidth=0)
         pts = (points or {}).get(label)
         if pts is None:
             continue
@@ -233,8 +238,9 @@ def plot_line_facets(
 def plot_category_means(
     labels: Sequence[str], mean: ArrayLike, sd: ArrayLike, *, quantity: str,
     points: Mapping[str, ArrayLike] | None = None, title: str | None = None,
+    band: tuple[ArrayLike, ArrayLike] | None = None,
 ) -> Figure:
-    """Draw the posterior of each category combination as a point with a +/-2 sd bar.
+    """Draw the posterior of each category combination as a point with a bar: its band, else +/-2 sd.
 
     For a space with categorical dims only; each combination's observed values are
     jittered beside its bar (fixed seed: the same data give the same figure).
@@ -245,6 +251,7 @@ def plot_category_means(
         quantity: y axis label.
         points: Label -> observed values of that combination, shape ``(n_c,)``.
         title: Axes title.
+        band: ``(low, high)``, each ``(k,)``: the model's own interval per combination; None: ``mean ± 2 sd``.
 
     Returns:
         The figure, with one axes: one errorbar, then one scatter per entry of ``points``.
@@ -255,7 +262,12 @@ def plot_category_means(
     fig = _new_figure((max(3.5, 0.9 * len(names) + 1.8), 4.2))
     ax = fig.add_subplot()
     pos = np.arange(len(names), dtype=np.float64)
-    ax.errorbar(pos, m, yerr=2 * s, fmt="o", color="black", capsize=4, label="posterior \u00b12 sd")
+    if band is None:
+        yerr, label = 2 * s, "posterior \u00b12 sd"
+    else:
+        low, high = _vector("low", band[0], len(names)), _vector("high", band[1], len(names))
+        yerr, label = np.maximum(np.vstack([m - low, high - m]), 0.0), "posterior 95 % band"
+    ax.errorbar(pos, m, yerr=yerr, fmt="o", color="black", capsize=4, label=label)
     rng = np.random.default_rng(0)
     for label, values in (points or {}).items():
         v = _vector(f"points[{label!r}]", values)

@@ -25,9 +25,12 @@ from sweeper.report.document import Block, Heading, OutputDir, Paragraph, render
 from sweeper.report.filtering import TrialFilter, parse_filter, select_trials
 from sweeper.report.groups import PairedConditions, QRAGroup, paired_conditions, qra_groups
 from sweeper.report.surrogate import SurrogateCurve, SurrogateUnavailable, surrogate_curve, unit_points
+from sweeper.search.direction import bounds_hint
 from sweeper.search.warping import MetricBounds
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from sweeper.analysis.runs import SweepRecords
     from sweeper.record.tracking import MLflowTracker
 
@@ -183,6 +186,9 @@ def build_report(
         f"(finished{', passing the filter' if rule else ''}). Generated {time.strftime('%Y-%m-%d %H:%M:%S %Z')}.")]
     if records.unfinished:
         blocks.append(Paragraph(f"**Caution: {records.unfinished}.**"))
+    hint = unbounded_score_hint(trials[finished], metric, bounds)
+    if hint:
+        blocks.append(Paragraph(f"**Caution: {hint}**"))
     if biased:
         blocks.append(Paragraph(
             f"**Caution: the empirical expected-max estimator assumes i.i.d. random draws from the search space, "
@@ -206,6 +212,7 @@ def build_report(
     summary = _summary(records, metric=metric, mode=mode, rule=rule, group_by=group_by, kept=kept, values=values,
                        n_filtered=int(filtered_mask.sum()), biased=biased, curves=curves, sur=sur, sur_note=sur_note,
                        groups=groups, comparisons=comparisons, best=best, checklist=checklist)
+    summary["bounds_hint"] = hint
     summary["build_s"] = time.perf_counter() - started
     out.text("summary.json", json.dumps(_finite(summary), indent=2, default=_json_default, allow_nan=False))
     out.text("report.md", render_markdown(blocks))
@@ -256,6 +263,16 @@ def resolve_bounds(records: SweepRecords, metric: str, bounds: MetricBounds | st
                               f"{outside[0]:g}: pass --bounds that hold every value (or --bounds null null), or "
                               f"--filter them out")
     return bounds
+
+
+def unbounded_score_hint(finished: pd.DataFrame, metric: str, bounds: MetricBounds | None) -> str | None:
+    """The caution for a score in [0, 1] modelled without bounds (see :func:`~sweeper.search.direction.bounds_hint`).
+
+    ``finished``: the finished trials, filtered ones included: every value they returned counts.
+    """
+    column = f"metric.{metric}"
+    values = finished[column].dropna().to_numpy(dtype=np.float64) if column in finished else np.array([])
+    return bounds_hint(metric, values, bounded=bounds is not None)
 
 
 def log_files(files: Sequence[Path], tracker: MLflowTracker, run_id: str, artifact_dir: str) -> list[str]:
@@ -347,6 +364,7 @@ def _summary(records: SweepRecords, **k: Any) -> dict[str, Any]:
                  "results": {m: (r.__dict__ if isinstance(r, QRA) else {"error": r}) for m, r in g.results.items()}}
                 for g in k["groups"]],
         "environment": [{"condition": p.condition, "values": list(p.values), "n_pairs": p.comparison.n,
+                         "n_pairs_total": p.comparison.n_total,
                          "wilcoxon_p": p.comparison.wilcoxon_p, "t_p": p.comparison.t_p,
                          "kendall_tau": p.comparison.kendall_tau, "spearman_rho": p.comparison.spearman_rho}
                         for p in k["comparisons"]],

@@ -19,10 +19,11 @@ file                                          content
 ============================================  ==========================================
 
 A map's CSV has, per grid point: ``facet``, the two dims (the values a trial there runs at),
-``mean`` and ``sd`` of the metric a new trial there would return, and ``sd_latent`` (the
-GP's uncertainty about the latent function alone; see :mod:`sweeper.analysis.multiverse`).
+``mean`` and ``sd`` of the metric a new trial there would return, ``low`` and ``high`` (the
+95 % band the figures draw, :mod:`sweeper.analysis.map_view`) and ``sd_latent`` (the GP's
+uncertainty about the latent function alone; see :mod:`sweeper.analysis.multiverse`).
 With the metric's declared bounds (``hydra.sweeper.metric_bounds``, or ``--bounds``) the GP
-models it warped and every mean lies inside them. The leave-one-out check
+models it warped and every mean and band lies inside them, where ``mean ± 1.96 sd`` may not. The leave-one-out check
 (:mod:`sweeper.search.loo`) goes into ``summary.json``, ``multiverse.md`` next to the maps (with a
 warning in words when it fails) and onto the sweep's run as ``multiverse_<kernel>_loo_*`` metrics.
 
@@ -46,11 +47,19 @@ from threadpoolctl import threadpool_limits
 from sweeper.analysis.map_view import MapTrials, draw_map, map_view
 from sweeper.analysis.multiverse import MultiverseFit, fit_multiverse, interaction_tests, posterior_sensitivity
 from sweeper.analysis.multiverse_plots import plot_correlation_heatmap, plot_sensitivity
-from sweeper.report.build import SWEEP_BOUNDS, ReportError, _finite, log_files, resolve_bounds, trial_points
+from sweeper.report.build import (
+    SWEEP_BOUNDS,
+    ReportError,
+    _finite,
+    log_files,
+    resolve_bounds,
+    trial_points,
+    unbounded_score_hint,
+)
 from sweeper.report.document import OutputDir
 from sweeper.report.filtering import TrialFilter, parse_filter, select_trials
 from sweeper.search.gp_fit import fit_subset
-from sweeper.search.interaction import CONCLUSIVE_LOG10
+from sweeper.search.interaction import CONCLUSIVE_LOG10, constant_metric_note
 from sweeper.search.kernels import KERNELS, category_labels
 from sweeper.search.loo import LOOCheck, loo_check
 from sweeper.search.warping import MetricBounds
@@ -152,17 +161,21 @@ def build_multiverse(
         "trials": {"run": len(trials), "kept": len(kept), "failed": int(len(records.failed())),
                    "filtered": int(sel.filtered.sum()), "fit": int(fit_rows.size)},
         "hyperparameters": fit.gp.hyperparameters(), "log_likelihood": fit.gp.log_likelihood,
-        "loo": {**loo.summary(), "sentence": loo.sentence("these maps")}, "maps": []}
+        "loo": {**loo.summary(), "sentence": loo.sentence("these maps")}, "maps": [],
+        "bounds_hint": unbounded_score_hint(trials[sel.finished], metric, bounds),
+        "constant_metric": constant_metric_note(y_in)}
     out.csv("loo.csv", pd.DataFrame({"trial": kept["index"].to_numpy()[fit_rows],
                                      metric: fit.y, "loo_mean": loo.loo_mean, "pit": loo.pit,
                                      "residual": loo.residuals}))
     _maps(out, fit, MapTrials(U_in, y_in, U_out), metric, others, resolution, seed, summary)
     _interactions(out, fit, kernel, seed, summary)
-    indices = posterior_sensitivity(fit, n_base=n_base, repeats=repeats, seed=seed)
-    out.csv("sensitivity.csv", pd.DataFrame(indices.to_rows()))
-    out.figure("sensitivity.png", plot_sensitivity(indices.names, indices.main, indices.total, indices.main_sd,
-                                                   indices.total_sd, quantity=metric))
-    summary["sensitivity"] = indices.to_rows()
+    summary["sensitivity"] = []
+    if summary["constant_metric"] is None:  # else nothing depends on any choice: no index to estimate
+        indices = posterior_sensitivity(fit, n_base=n_base, repeats=repeats, seed=seed)
+        out.csv("sensitivity.csv", pd.DataFrame(indices.to_rows()))
+        out.figure("sensitivity.png", plot_sensitivity(indices.names, indices.main, indices.total, indices.main_sd,
+                                                       indices.total_sd, quantity=metric))
+        summary["sensitivity"] = indices.to_rows()
     summary["coregionalization"] = {}
     for factor in fit.gp.factors:
         dim = space.dims[factor.column]
@@ -200,7 +213,8 @@ def _maps(out: OutputDir, fit: MultiverseFit, trials: MapTrials, metric: str, ot
             gx, gy = np.meshgrid(cm.x_values, cm.y_values)
             out.csv(f"map_{stem}.csv", pd.concat([pd.DataFrame({
                 "facet": label, cm.x_dim: gx.ravel(), cm.y_dim: gy.ravel(), "mean": cm.mean[label].ravel(),
-                "sd": cm.sd[label].ravel(), "sd_latent": cm.sd_latent[label].ravel()})  # type: ignore[index]
+                "sd": cm.sd[label].ravel(), "low": view.low[label].ravel(), "high": view.high[label].ravel(),
+                "sd_latent": cm.sd_latent[label].ravel()})  # type: ignore[index]
                 for label in cm.mean]))
             summary["maps"].append({"x": cm.x_dim, "y": cm.y_dim, "x_log": cm.x_log, "y_log": cm.y_log,
                                     "facets": list(cm.mean)})
@@ -208,13 +222,15 @@ def _maps(out: OutputDir, fit: MultiverseFit, trials: MapTrials, metric: str, ot
             x, x_log, mean, sd = view.line
             name = fit.space.names[columns[0]]
             out.figure(f"map_{_slug(name)}.png", figures["map"])
-            out.csv(f"map_{_slug(name)}.csv", pd.concat([pd.DataFrame({"facet": k, name: x, "mean": mean[k],
-                                                                       "sd": sd[k]}) for k in mean]))
+            out.csv(f"map_{_slug(name)}.csv", pd.concat([pd.DataFrame({
+                "facet": k, name: x, "mean": mean[k], "sd": sd[k], "low": view.low[k], "high": view.high[k]})
+                for k in mean]))
             summary["maps"].append({"x": name, "x_log": x_log, "facets": list(mean)})
         else:
             labels, mean, sd = view.categories  # type: ignore[misc]
             out.figure("categories.png", figures["map"])
-            out.csv("categories.csv", pd.DataFrame({"facet": labels, "mean": mean, "sd": sd}))
+            out.csv("categories.csv", pd.DataFrame({"facet": labels, "mean": mean, "sd": sd, "low": view.low,
+                                                    "high": view.high}))
             summary["maps"].append({"facets": labels})
 
 
@@ -245,13 +261,19 @@ def _markdown(records: SweepRecords, s: dict[str, Any]) -> str:
     lines = [f"# Multiverse analysis: {records.experiment} ({s['kernel']})", "",
              f"Sweep run `{s['parent_run_id']}`, strategy `{s['strategy']}`, metric `{s['metric']}`. "
              f"{t['kept']} of {t['run']} trials modelled ({t['failed']} failed, {t['filtered']} filtered"
-             f"{' by `' + s['filter'] + '`' if s['filter'] else ''}; GP fitted on {t['fit']}).", "",
-             "## Interaction tests (Bayes factors)", ""]
+             f"{' by `' + s['filter'] + '`' if s['filter'] else ''}; GP fitted on {t['fit']}).", ""]
+    if s["constant_metric"]:
+        lines += [f"**Caution: {s['constant_metric']}.**", ""]
+    if s["bounds_hint"]:
+        lines += [f"**Caution: {s['bounds_hint']}**", ""]
+    lines += ["## Interaction tests (Bayes factors)", ""]
     inter = s["interaction"]
     lines += ["| dims | log10 K | verdict |", "|---|---|---|"] + [
         f"| {r['dims']} | {r['log10_K']:.2f} | {r['verdict']} |" for r in inter.get("tests", [])]
     lines += ["", f"Thresholds: {inter['thresholds']}.", "", "## Sensitivity (Sobol indices of the posterior mean)",
-              "", "| dim | main | total |", "|---|---|---|"] + [
+              ""]
+    lines += ["Not estimated: the metric is constant over this sweep."] if s["constant_metric"] else [
+        "| dim | main | total |", "|---|---|---|"] + [
         f"| {r['name']} | {r['main']:.3f} ± {r['main_sd']:.3f} | {r['total']:.3f} ± {r['total_sd']:.3f} |"
         for r in s["sensitivity"]]
     for name, c in s["coregionalization"].items():

@@ -39,7 +39,7 @@ from sweeper.run.ray_connect import start_ray, unreachable
 from sweeper.run.resume import SweepManifest, current_command, reconcile
 from sweeper.run.stops import INTERRUPTED_EXIT_STATUS, INTERRUPTED_STATUS, PREEMPTED_EXIT_STATUS, PREEMPTED_STATUS
 from sweeper.run.task_ref import task_ref
-from sweeper.search.direction import direction_warning
+from sweeper.search.direction import bounds_warning, direction_warning
 from sweeper.search.grammar import parse_search_space
 from sweeper.search.settings import PolicySettings
 from sweeper.search.space import SearchSpace
@@ -168,9 +168,10 @@ class SweeperImpl:
             problems.append(f"hydra.sweeper.metric={self.metric!r} is invalid: name the key of the task's returned "
                             f"dict to model (a plain number returned is named by it). "
                             f"Try hydra.sweeper.metric=objective.")
-        direction = direction_warning(str(self.metric), mode)
-        if direction:
-            log.warning(direction)
+        for warning in (direction_warning(str(self.metric), mode),
+                        bounds_warning(str(self.metric), self.settings.get("metric_bounds"))):
+            if warning:
+                log.warning(warning)
         from sweeper.record.store_check import store_problem
         from sweeper.record.tracking_uri import tracking_uri_problem
 

@@ -14,11 +14,21 @@ quantity into one to maximise (scikit-learn's ``neg_log_loss``, ``error_reductio
 ``loss_improvement``). Whole words only: ``lossless_acc``, ``errand``, ``timestamp`` and
 ``accuracy`` do not match. A name the rule misreads costs one line at most: an explicit
 mode (``max`` or ``min``) never warns.
+
+**Scores in [0, 1]** (:func:`reads_like_unit_score`). A metric whose words include one of
+:data:`UNIT_SCORE_WORDS` (``val_acc``, ``test_accuracy``, ``f1_macro``, ``roc_auc``,
+``precisionAt5``) takes values in [0, 1]; unbounded, the GP can map it outside (an accuracy
+of 1.02, a band down to -0.22). When ``hydra.sweeper.metric_bounds`` is not set,
+:func:`bounds_warning` says so at the sweep's start (the values are not known yet: on the name
+alone); ``metric_bounds=[null,null]`` declares it unbounded on purpose and silences it.
+:func:`bounds_hint` says the same to a report, once every value is seen to lie in [0, 1].
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
 
 #: Words that name a quantity to minimise.
 LOWER_IS_BETTER_WORDS = frozenset({
@@ -30,6 +40,11 @@ LOWER_IS_BETTER_WORDS = frozenset({
 REVERSING_WORDS = frozenset({
     "neg", "negative", "negated", "minus", "inv", "inverse", "reciprocal", "reduction", "improvement",
     "decrease", "drop", "gain", "saved", "speedup",
+})
+
+#: Words that name a score in [0, 1] ("f1" is the words "f" and "1" joined).
+UNIT_SCORE_WORDS = frozenset({
+    "acc", "accuracy", "accuracies", "f1", "auc", "auroc", "auprc", "precision", "recall", "iou", "jaccard", "dice",
 })
 
 _CAMEL_1 = re.compile(r"([a-z0-9])([A-Z])")
@@ -61,3 +76,36 @@ def direction_warning(metric: str, mode: str | None, prefix: str = "hydra.sweepe
         return None
     return (f"{prefix}metric={metric!r} reads like lower-is-better, but the sweep maximises it ({prefix}mode is "
             f"not set): add {prefix}mode=min, or {prefix}mode=max to keep maximising and silence this.")
+
+
+def reads_like_unit_score(name: str) -> bool:
+    """Whether the metric's name reads like a score in [0, 1] (see the module docstring)."""
+    words = name_words(name)
+    return bool(({*words} | {a + b for a, b in zip(words, words[1:])}) & UNIT_SCORE_WORDS)
+
+
+def bounds_warning(metric: str, bounds: object, prefix: str = "hydra.sweeper.") -> str | None:
+    """One line at a sweep's start suggesting bounds [0, 1] for a score-like metric, or None.
+
+    ``bounds`` is ``metric_bounds`` as the user gave it: None when not set (the only case
+    that warns); ``[null, null]`` is an explicit "unbounded".
+    """
+    if bounds is not None or not reads_like_unit_score(metric):
+        return None
+    return (f"{prefix}metric={metric!r} reads like a score in [0, 1], but no bounds are declared: the GP may map "
+            f"it outside [0, 1]. Add {prefix}metric_bounds=[0,1] (or {prefix}metric_bounds=[null,null] to model "
+            f"it unbounded and silence this).")
+
+
+def bounds_hint(metric: str, values: Sequence[float], bounded: bool) -> str | None:
+    """A report's sentence suggesting bounds [0, 1], or None.
+
+    Only for an unbounded analysis (``bounded`` false) of a score-like ``metric`` whose every
+    value (finite, at least one) lies in [0, 1]: then the maps and curves may leave [0, 1].
+    """
+    finite = [float(v) for v in values if math.isfinite(float(v))]
+    if bounded or not finite or not reads_like_unit_score(metric) or not all(0.0 <= v <= 1.0 for v in finite):
+        return None
+    return (f"`{metric}` reads like a score in [0, 1] and every value lies there, but it was modelled without "
+            f"bounds: means and bands may leave [0, 1]. Rerun with `--bounds 0 1`, and declare "
+            f"`hydra.sweeper.metric_bounds=[0,1]` for the next sweep.")

@@ -9,12 +9,29 @@ from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+from scipy.special import ndtr, ndtri
 
 from sweeper.search.design import as_generator
 from sweeper.search.gp import GPFit
 from sweeper.search.hyper_vector import pack, parameter_names, parameter_slots
 from sweeper.search.kernels import CategoryFactor
 from sweeper.search.warping import OutputWarp
+
+
+#: Bisection steps of a mixture's quantile: the bracket shrinks 2^-50, below float64 resolution of a metric's range.
+_BISECTIONS = 50
+
+
+def _back(member: GPFit, g: NDArray[np.float64]) -> NDArray[np.float64]:
+    """A member's modelled value ``g`` in the metric's units."""
+    return g if member.warp is None else member.warp.inverse(g)
+
+
+def _cdf(member: GPFit, y: NDArray[np.float64], mean: NDArray[np.float64], sd: NDArray[np.float64]
+         ) -> NDArray[np.float64]:
+    """``P(Y <= y)`` under a member's predictive, Gaussian ``(mean, sd)`` on its modelled scale."""
+    g = y if member.warp is None else member.warp.exact(y)
+    return ndtr((g - mean) / np.maximum(sd, 1e-300))
 
 
 @dataclass(frozen=True)
@@ -88,6 +105,34 @@ class GPEnsemble:
 
     def predict_mean(self, X: ArrayLike) -> NDArray[np.float64]:
         return self.predict(X)[0]
+
+    def band(self, X: ArrayLike, level: float = 0.95) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """The central ``level`` interval of a new trial's result at ``X``: the mixture's own quantiles.
+
+        ``mean ± 1.96 sd`` of the back-transformed values leaves a bounded metric's range near a
+        bound; these quantiles do not. Each member's predictive is Gaussian on its modelled
+        scale, so its quantile is the warp's inverse of ``mean + z sd`` there (``mean ± 1.96 sd``
+        for an unbounded single fit). The mixture's quantile lies between its members' and is
+        found by bisection on the average of their distribution functions (as the leave-one-out
+        check averages them, :mod:`sweeper.search.loo`). Returns ``(low, high)``, each ``(a,)``.
+        """
+        X = np.asarray(X, dtype=np.float64)
+        gauss = [m.predict_warped(X, noise=True) for m in self.members]
+        tail = (1.0 - level) / 2.0
+        return self._quantile(gauss, tail), self._quantile(gauss, 1.0 - tail)
+
+    def _quantile(self, gauss: list[tuple[NDArray[np.float64], NDArray[np.float64]]], p: float
+                  ) -> NDArray[np.float64]:
+        """The ``p``-quantile of the mixture of the members' predictives ``gauss`` (mean, sd on their scale)."""
+        each = np.array([_back(m, mean + ndtri(p) * sd) for m, (mean, sd) in zip(self.members, gauss)])
+        if len(self.members) == 1:
+            return each[0]
+        low, high = each.min(axis=0), each.max(axis=0)
+        for _ in range(_BISECTIONS):
+            mid = 0.5 * (low + high)
+            below = np.mean([_cdf(m, mid, mean, sd) for m, (mean, sd) in zip(self.members, gauss)], axis=0) < p
+            low, high = np.where(below, mid, low), np.where(below, high, mid)
+        return 0.5 * (low + high)
 
     def share(self, part: int, parts: int) -> GPEnsemble:
         """Members ``part, part + parts, ...``: one of ``parts`` disjoint shares (the whole when there are fewer).

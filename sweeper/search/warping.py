@@ -225,7 +225,25 @@ class OutputWarp:
 
     def forward(self, y: ArrayLike) -> NDArray[np.float64]:
         """``w(y)``, elementwise; values on or beyond a bound are squeezed ``eps`` inside first."""
-        t = self._unit(np.asarray(y, dtype=np.float64))
+        return self._of_unit(self._unit(np.asarray(y, dtype=np.float64)))
+
+    def exact(self, y: ArrayLike) -> NDArray[np.float64]:
+        """``w(y)`` without the squeeze, ``-inf``/``inf`` at or beyond the ends: the exact inverse of :meth:`inverse`.
+
+        For the distribution function of a predictive, ``P(Y <= y) = Phi((exact(y) - mean) / sd)``,
+        which the squeeze would hold below 1 in the last ``eps`` before a bound.
+        """
+        y = np.asarray(y, dtype=np.float64)
+        lo, hi = self.bounds.low, self._hi
+        if self.two_sided:
+            t = np.clip((y - lo) / (hi - lo), 0.0, 1.0)  # type: ignore[operator]
+        else:
+            t = np.maximum(y - lo if lo is not None else hi - y, 0.0)  # type: ignore[operator]
+        with np.errstate(divide="ignore"):
+            return self._of_unit(t)
+
+    def _of_unit(self, t: NDArray[np.float64]) -> NDArray[np.float64]:
+        """``w`` of the value rescaled to (0, 1) (two bounds) or of its distance to the bound (one)."""
         if not self.two_sided:
             return np.log(t) if self.bounds.low is not None else -np.log(t)
         log_q = self.b * np.log1p(-(t ** self.a))  # log(1 - p)

@@ -296,6 +296,22 @@ def test_a_tracking_server_that_does_not_answer_stops_the_sweep_in_a_line(mode: 
     assert not (tmp_path / "multirun" / "tune").exists() and not (tmp_path / "mlruns.db").exists()
 
 
+@pytest.mark.parametrize("bounds", [None, "[null,null]"])
+def test_an_accuracy_without_bounds_is_questioned_at_the_start(bounds: str | None, tmp_path: Path) -> None:
+    """``metric=val_acc`` and no ``metric_bounds``: one line suggests bounds [0, 1] before anything runs (issue 32);
+    ``[null,null]``, unbounded on purpose, silences it. The unreachable server ends the sweep after that line."""
+    args = ("mlflow.tracking_uri=http://127.0.0.1:1", "hydra.sweeper.metric=val_acc",
+            *(() if bounds is None else (f"hydra.sweeper.metric_bounds={bounds}",)))
+    sweep = run_app(tmp_path, args)
+    warning = ("hydra.sweeper.metric='val_acc' reads like a score in [0, 1], but no bounds are declared: the GP may "
+               "map it outside [0, 1]. Add hydra.sweeper.metric_bounds=[0,1] (or "
+               "hydra.sweeper.metric_bounds=[null,null] to model it unbounded and silence this).")
+    lines = sweep.output.splitlines()
+    assert sweep.proc.returncode == 2, sweep.output
+    assert sum(line.endswith(warning) for line in lines) == (1 if bounds is None else 0), sweep.output
+    assert len(lines) == (2 if bounds is None else 1), sweep.output  # the warning, the error; nothing else
+
+
 def test_a_metric_the_task_never_returns_stops_the_sweep_after_the_first_trial(tmp_path: Path) -> None:
     """Not knowable before a trial runs: the sweep stops once the trials in flight all lack it.
 

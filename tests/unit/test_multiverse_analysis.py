@@ -5,7 +5,9 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
+from scipy.special import ndtri
 
 from sweeper.analysis.multiverse import (
     axis_values,
@@ -18,10 +20,12 @@ from sweeper.analysis.multiverse import (
     line_map,
     sensitivity,
 )
+from sweeper.analysis.map_view import MapTrials, draw_map, map_view
 from sweeper.search.design import sobol_design
 from sweeper.search.grammar import parse_specs
 from sweeper.search.interaction import interaction_bayes_factor
 from sweeper.search.space import FloatDim, GridDim, IntDim
+from sweeper.search.warping import MetricBounds
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2, 3])
@@ -156,3 +160,66 @@ def test_axis_values_map_every_continuous_kind() -> None:
     x, log = axis_values(GridDim("b", (16, 32, 64)), np.array([1 / 6, 0.5, 5 / 6]))
     assert x == pytest.approx([16, 32, 64])
     assert math.isclose(axis_values(IntDim("k", 1, 100, log=True), np.array([1.0]))[0][0], 100.5)
+
+
+# ----------------------------------------------------------------------------- the band of a map's files and figures
+NEAR_ONE = parse_specs({"x": "interval(0, 1)", "m": "choice(a, b)"})
+
+
+def _band_fit(bounds):
+    """Scores near 1 with a few perfect ones: where mean ± 1.96 sd leaves [0, 1]."""
+    U = NEAR_ONE.to_unit(NEAR_ONE.from_unit(sobol_design(16, 2, seed=1)))
+    noise = np.random.default_rng(0).normal(0.0, 0.02, 16)
+    return fit_multiverse(NEAR_ONE, U, np.minimum(0.95 + 0.05 * U[:, 0] + noise, 1.0), seed=0, bounds=bounds)
+
+
+def _written_maps(fit, tmp_path):
+    from sweeper.report.document import OutputDir
+    from sweeper.report.multiverse import _maps
+
+    summary = {"maps": []}
+    trials = MapTrials(fit.X, fit.y, np.empty((0, fit.space.d)))
+    _maps(OutputDir(tmp_path), fit, trials, "val_acc", "centre", 5, 0, summary)
+    return pd.read_csv(tmp_path / "map_x.csv")
+
+
+def test_a_bounded_map_s_band_stays_inside_the_bounds_and_is_the_figure_s(tmp_path) -> None:
+
+    fit = _band_fit(MetricBounds(0.0, 1.0))
+    csv = _written_maps(fit, tmp_path)
+    assert (csv["mean"] + 1.96 * csv["sd"]).max() > 1.0  # the band a reader would draw from mean and sd leaves [0, 1]
+    assert (csv["low"] >= 0).all() and (csv["high"] <= 1).all()
+    assert (csv["low"] <= csv["mean"]).all() and (csv["mean"] <= csv["high"]).all()
+    view = map_view(fit, [0])
+    for k, label in enumerate(view.line.mean):  # the CSV's band is the one the figure fills
+        rows = csv[csv["facet"] == label]
+        np.testing.assert_allclose(rows[["low", "high"]].to_numpy().T, [view.low[label], view.high[label]])
+        fill = draw_map(view, fit.space, MapTrials(fit.X, fit.y, np.empty((0, 2))), "val_acc")["map"]
+        edge = fill.axes[0].collections[k].get_paths()[0].vertices[:, 1]
+        assert (edge.min(), edge.max()) == pytest.approx((view.low[label].min(), view.high[label].max()))
+
+
+def test_an_unbounded_map_s_band_is_mean_plus_minus_1_96_sd(tmp_path) -> None:
+    csv = _written_maps(_band_fit(None), tmp_path)
+    np.testing.assert_allclose(csv["low"], csv["mean"] - ndtri(0.975) * csv["sd"], rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(csv["high"], csv["mean"] + ndtri(0.975) * csv["sd"], rtol=1e-9, atol=1e-12)
+
+
+# ------------------------------------------------- degenerate data (issue 32, item 4)
+def test_a_constant_metric_gets_no_interaction_verdict_but_words() -> None:
+    X = np.random.default_rng(0).random((24, 3))
+    bf = interaction_bayes_factor(X, np.full(24, 0.8666))
+    assert bf.verdict() == "no evidence" and bf.log10_K == 0.0 and not bf.is_conclusive(10.0)
+    assert bf.note == ("the metric is constant over this sweep (value 0.8666 in all 24 trials): nothing depends on "
+                       "any choice, and no interaction, sensitivity or map can be estimated")
+    # a spread of rounding size is still constant; a real one is not
+    tiny = interaction_bayes_factor(X, 0.8666 + 1e-14 * np.arange(24), pair=(0, 1))
+    assert tiny.verdict() == "no evidence"
+
+
+def test_a_pair_with_a_dim_that_never_varied_has_no_evidence() -> None:
+    X = np.random.default_rng(1).random((24, 3))
+    X[:, 2] = 0.5
+    y = np.sin(6 * X[:, 0]) + X[:, 1]
+    bf = interaction_bayes_factor(X, y, pair=(0, 2))
+    assert bf.verdict() == "no evidence" and "dim(s) 2 took one value in every trial" in bf.note

@@ -20,6 +20,7 @@ from sweeper.search.design import random_design
 from sweeper.search.policy import MultiversePolicy
 from sweeper.search.settings import PolicySettings
 from sweeper.search.space import SearchSpace
+from sweeper.search.warping import MetricBounds
 
 SPACE = SearchSpace.from_dict({"dims": [
     {"kind": "float", "name": "x", "low": 0.0, "high": 1.0},
@@ -337,3 +338,44 @@ def test_report_of_an_interrupted_sweep_says_so_first_with_how_to_go_on(tmp_path
     running = dataclasses.replace(records, parent_status="RUNNING")
     assert running.unfinished == ("this sweep has not ended: 8 of 8 trials so far. It is still running, or its "
                                   "driver died; then continue it with: sweeper resume parent")
+
+
+def test_an_unbounded_accuracy_whose_values_lie_in_0_1_gets_a_caution_suggesting_bounds(tmp_path: Path) -> None:
+    """A score named like an accuracy, every finished value in [0, 1], analysed without bounds: the report says
+    how to bound it, at the top and in summary.json; with bounds, or a value outside [0, 1], it says nothing."""
+    import dataclasses
+
+    records = records_of("random", n=8)
+    assert json.loads((build_report(records, out_dir=tmp_path / "a").out_dir / "summary.json").read_text())[
+        "bounds_hint"] is None  # smooth() reaches above 1: not a score in [0, 1]
+    trials = records.trials.assign(**{"metric.acc": records.trials["metric.acc"].clip(0.0, 1.0)})
+    in_unit = dataclasses.replace(records, trials=trials)
+    text = build_report(in_unit, out_dir=tmp_path / "b").markdown.read_text()
+    hint = json.loads((tmp_path / "b" / "summary.json").read_text())["bounds_hint"]
+    assert "`--bounds 0 1`" in hint and "`hydra.sweeper.metric_bounds=[0,1]`" in hint
+    assert f"**Caution: {hint}**" in text.split("## ")[0]
+    bounded = build_report(in_unit, out_dir=tmp_path / "c", bounds=MetricBounds(0.0, 1.0))
+    assert "metric_bounds=[0,1]" not in bounded.markdown.read_text()
+
+
+def test_the_multiverse_of_a_constant_metric_says_so_and_estimates_nothing(tmp_path: Path) -> None:
+    """A metric equal in every trial: no Bayes-factor verdict, no sensitivity indices, and the words first."""
+    from sweeper.report.multiverse import build_multiverse
+
+    records = records_of("random", n=12)
+    frame = records.trials.copy()
+    frame["metric.acc"] = 0.8666  # the failed trial #3 stays failed: only finished trials are modelled
+    report = build_multiverse(dataclasses_replace(records, trials=frame), out_dir=tmp_path, resolution=5,
+                              n_base=64, repeats=2)
+    note = "the metric is constant over this sweep (value 0.8666 in all 11 trials)"
+    assert report.summary["constant_metric"].startswith(note)
+    text = (tmp_path / "multiverse.md").read_text()
+    assert f"**Caution: {note}" in text.split("## ")[0] and "Not estimated: the metric is constant" in text
+    assert report.summary["sensitivity"] == [] and not (tmp_path / "sensitivity.csv").exists()
+    assert {t["verdict"] for t in report.summary["interaction"]["tests"]} == {"no evidence"}
+
+
+def dataclasses_replace(records: SweepRecords, **changes: Any) -> SweepRecords:
+    import dataclasses
+
+    return dataclasses.replace(records, **changes)
