@@ -22,9 +22,14 @@ Centring changes neither expectation (up to ``O(1/N)``) but removes the term
 standardises its outputs for the same reason. The Jansen estimator is shift-invariant.
 A repeat costs ``(d + 2) N`` evaluations of ``f``; ``repeats`` independent repeats give
 the mean estimates and their spread (``main_sd``, ``total_sd``); the standard error of
-the mean is ``sd / sqrt(repeats)``. Estimates are not clipped to ``[0, 1]`` (clipping
-would bias the mean over repeats), so a null index may come out slightly negative and
-``S_i <= T_i`` may fail by Monte Carlo error.
+the mean is ``sd / sqrt(repeats)``. The per-repeat estimates are not clipped (clipping
+would bias the mean over repeats), so the raw means (``main_raw``, ``total_raw``) can
+cross the bounds every index obeys: a null index comes out slightly negative, an input
+that does everything slightly above 1, an input without interactions with ``S_i``
+slightly above ``T_i``. The values shown (``main``, ``total``) obey
+``0 <= main <= total <= 1``; :func:`clip_indices` states the rule, and ``flags`` says in
+words, per input, what was moved, by how much and whether that is within Monte Carlo
+noise.
 
 Categorical dimensions need no special case. The search space codes a categorical
 dimension with ``k`` levels as a unit-cube column whose level is ``floor(u * k)``, so
@@ -51,11 +56,12 @@ References:
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 
 from sweeper.search.design import Seed, as_generator
 
@@ -74,8 +80,9 @@ class SobolIndices:
 
     Attributes:
         names: Input names, one per unit-cube column, length ``d``.
-        main: First-order indices ``S_i``, mean over repeats, shape ``(d,)``.
-        total: Total indices ``T_i``, mean over repeats, shape ``(d,)``.
+        main: First-order indices ``S_i`` as shown: ``main_raw`` put inside
+            ``0 <= main <= total <= 1`` by :func:`clip_indices`, shape ``(d,)``.
+        total: Total indices ``T_i`` as shown, likewise, shape ``(d,)``.
         main_sd: Standard deviation (ddof=1) of the ``S_i`` estimates across repeats,
             shape ``(d,)``; zeros if ``repeats == 1``.
         total_sd: The same for ``T_i``, shape ``(d,)``.
@@ -83,6 +90,10 @@ class SobolIndices:
         repeats: Number of independent ``(A, B)`` pairs.
         variance: Mean over repeats of the estimated ``Var[f]`` (in ``f``'s units
             squared); 0 when ``f`` is constant.
+        main_raw: ``S_i`` estimates, mean over repeats, unclipped, shape ``(d,)``.
+        total_raw: ``T_i`` estimates, mean over repeats, unclipped, shape ``(d,)``.
+        flags: Per input, ``""`` where ``main == main_raw`` and ``total == total_raw``,
+            else what :func:`clip_indices` moved, in words.
     """
 
     names: tuple[str, ...]
@@ -93,18 +104,25 @@ class SobolIndices:
     n_base: int
     repeats: int
     variance: float
+    main_raw: NDArray[np.float64]
+    total_raw: NDArray[np.float64]
+    flags: tuple[str, ...]
 
     def as_dict(self) -> dict[str, tuple[float, float]]:
-        """Return ``{name: (main, total)}`` as plain floats, in input order."""
+        """Return ``{name: (main, total)}`` (the values shown) as plain floats, in input order."""
         return {
             name: (float(m), float(t)) for name, m, t in zip(self.names, self.main, self.total)
         }
 
     def to_rows(self) -> list[dict[str, float | str]]:
-        """Return one row per input: ``name``, ``main``, ``main_sd``, ``total``, ``total_sd``.
+        """Return one row per input: ``name``, ``main``, ``main_sd``, ``total``, ``total_sd``,
+        ``main_raw``, ``total_raw``, ``flag``.
 
-        The rows hold plain ``str`` and ``float`` values, ready for ``csv.DictWriter``,
-        ``json.dumps`` or ``pandas.DataFrame``.
+        ``main`` and ``total`` are the values shown (``0 <= main <= total <= 1``),
+        ``main_raw`` and ``total_raw`` the unclipped estimates, ``flag`` the words saying
+        what was moved (``""`` when nothing was). The rows hold plain ``str`` and
+        ``float`` values, ready for ``csv.DictWriter``, ``json.dumps`` or
+        ``pandas.DataFrame``.
         """
         return [
             {
@@ -113,9 +131,116 @@ class SobolIndices:
                 "main_sd": float(self.main_sd[i]),
                 "total": float(self.total[i]),
                 "total_sd": float(self.total_sd[i]),
+                "main_raw": float(self.main_raw[i]),
+                "total_raw": float(self.total_raw[i]),
+                "flag": self.flags[i],
             }
             for i in range(len(self.names))
         ]
+
+
+def _judged(what: str, excess: float, sd: float, repeats: int) -> str:
+    """``what`` crossed by ``excess``, judged against the standard error ``sd / sqrt(repeats)``."""
+    head = f"{what} by {excess:.2g}"
+    if repeats < 2:
+        return f"{head} (one repeat: no sd to judge it by)"
+    se = sd / math.sqrt(repeats)
+    k = excess / se if se > 0 else math.inf
+    why = f"{k:.1f} standard errors; sd {sd:.2g} over {repeats} repeats"
+    if k <= 3.0:
+        return f"{head} ({why}): Monte Carlo noise"
+    return f"{head} ({why}): more than Monte Carlo noise, raise n_base or repeats"
+
+
+def clip_indices(
+    main: ArrayLike,
+    total: ArrayLike,
+    main_sd: ArrayLike,
+    total_sd: ArrayLike,
+    *,
+    repeats: int,
+    diff_sd: ArrayLike | None = None,
+) -> tuple[NDArray[np.float64], NDArray[np.float64], tuple[str, ...]]:
+    """Put raw Sobol' estimates inside ``0 <= main <= total <= 1`` and say what moved.
+
+    Every true pair of indices obeys ``0 <= S_i <= T_i <= 1``; Monte Carlo estimates
+    need not. The rule, per input:
+
+    1. each of ``main`` and ``total`` is clipped into ``[0, 1]``;
+    2. if then ``main > total``, both are shown as one value: their mean weighted by
+       ``1 / sd^2`` (the value closest to both that obeys ``main <= total``, trusting
+       the less noisy estimate more; the plain mean when both sds are 0, the
+       estimate with sd 0 when only one is). It lies between them, so inside
+       ``[0, 1]``. Raising ``total`` to ``main`` instead would let the noisier
+       estimator (the main effect's, usually) move the more precise one.
+
+    Each move is flagged in words, with the distance and the sd: ``"main above 1 by
+    0.0021 (0.2 standard errors; sd 0.038 over 10 repeats): Monte Carlo noise"``. A
+    crossing within 3 standard errors of the mean (``sd / sqrt(repeats)``) is called
+    Monte Carlo noise (3, not 2: the sd itself comes from few repeats, and a true index
+    of exactly 0 or 1, or ``S_i == T_i``, is common); a larger one is not, and the flag
+    says to raise ``n_base`` or ``repeats`` (the ratio estimators are also biased by
+    ``O(1/N)``). With one repeat there is no sd, and the flag says so.
+
+    Args:
+        main, total: ``(d,)`` raw estimates (means over repeats).
+        main_sd, total_sd: ``(d,)`` their sd across repeats (ddof=1; zeros for one repeat).
+        repeats: Number of repeats the means and sds come from, ``>= 1``.
+        diff_sd: ``(d,)`` sd across repeats of ``main - total``, used to judge
+            ``main > total``; default ``sqrt(main_sd^2 + total_sd^2)``.
+
+    Returns:
+        ``(main, total, flags)``: the values shown, as new read-only arrays, and one
+        string per input, ``""`` where nothing moved, else the moves joined by ``"; "``.
+
+    Example:
+        >>> m, t, flags = clip_indices([1.0021, 0.45, -0.001], [1.0019, 0.44, 0.0],
+        ...                            [0.038, 0.03, 0.002], [0.01, 0.01, 0.001], repeats=10)
+        >>> m.round(3).tolist(), t.round(3).tolist()
+        ([1.0, 0.441, 0.0], [1.0, 0.441, 0.0])
+        >>> flags[2]
+        'main below 0 by 0.001 (1.6 standard errors; sd 0.002 over 10 repeats): Monte Carlo noise'
+    """
+    repeats = _check_int("repeats", repeats, 1)
+    raw_m, raw_t, m_sd, t_sd = (
+        np.array(v, dtype=np.float64).reshape(-1) for v in (main, total, main_sd, total_sd)
+    )
+    d = raw_m.shape[0]
+    if not raw_t.shape == m_sd.shape == t_sd.shape == (d,):
+        raise ValueError(
+            f"main, total, main_sd and total_sd must have the same length; got "
+            f"{raw_m.shape[0]}, {raw_t.shape[0]}, {m_sd.shape[0]}, {t_sd.shape[0]}"
+        )
+    gap_sd = (
+        np.hypot(m_sd, t_sd) if diff_sd is None else np.array(diff_sd, dtype=np.float64).reshape(-1)
+    )
+    if gap_sd.shape != (d,):
+        raise ValueError(f"diff_sd must have length {d}; got {gap_sd.shape[0]}")
+    m, t = np.clip(raw_m, 0.0, 1.0), np.clip(raw_t, 0.0, 1.0)
+    flags = []
+    for i in range(d):
+        said = []
+        for what, raw, sd in (("main", raw_m[i], m_sd[i]), ("total", raw_t[i], t_sd[i])):
+            if raw < 0.0:
+                said.append(_judged(f"{what} below 0", -raw, sd, repeats))
+            elif raw > 1.0:
+                said.append(_judged(f"{what} above 1", raw - 1.0, sd, repeats))
+        if m[i] > t[i]:
+            said.append(_judged("main above total", m[i] - t[i], gap_sd[i], repeats))
+            if m_sd[i] > 0 and t_sd[i] > 0:
+                w_m, w_t = 1.0 / m_sd[i] ** 2, 1.0 / t_sd[i] ** 2
+                pooled = (w_m * m[i] + w_t * t[i]) / (w_m + w_t)
+            elif m_sd[i] == t_sd[i]:  # both 0
+                pooled = 0.5 * (m[i] + t[i])
+            else:
+                pooled = m[i] if m_sd[i] == 0 else t[i]
+            pooled = min(max(pooled, t[i]), m[i])  # between them, whatever the rounding
+            m[i] = t[i] = pooled
+            said[-1] += f"; both shown as their sd-weighted mean {pooled:.3f}"
+        flags.append("; ".join(said))
+    for arr in (m, t):
+        arr.setflags(write=False)
+    return m, t, tuple(flags)
 
 
 def _check_int(name: str, value: object, minimum: int) -> int:
@@ -227,6 +352,9 @@ def sobol_indices(
         A :class:`SobolIndices`. A repeat whose estimated ``Var[f]`` is 0, not finite,
         or at most ``(64 eps * max |f|)^2`` (constant up to rounding) gets
         all-zero indices instead of NaN or noise; a constant ``f`` thus gives all zeros.
+        ``main`` and ``total`` are the raw means put inside ``0 <= main <= total <= 1``
+        by :func:`clip_indices`; ``main_raw``, ``total_raw`` keep the means as estimated
+        and ``flags`` says what was moved.
 
     Raises:
         ValueError: If ``d``, ``n_base``, ``repeats`` or ``batch_rows`` is not an int in
@@ -272,19 +400,27 @@ def sobol_indices(
     def sd(x: NDArray[np.float64]) -> NDArray[np.float64]:
         return x.std(axis=0, ddof=1) if repeats > 1 else np.zeros(d)
 
+    main_raw, total_raw = main.mean(axis=0), total.mean(axis=0)
+    main_sd, total_sd = sd(main), sd(total)
+    shown_main, shown_total, flags = clip_indices(
+        main_raw, total_raw, main_sd, total_sd, repeats=repeats, diff_sd=sd(main - total)
+    )
     result = SobolIndices(
         names=names_t,
-        main=main.mean(axis=0),
-        total=total.mean(axis=0),
-        main_sd=sd(main),
-        total_sd=sd(total),
+        main=shown_main,
+        total=shown_total,
+        main_sd=main_sd,
+        total_sd=total_sd,
         n_base=n_base,
         repeats=repeats,
         variance=float(np.where(ok | ~np.isfinite(var), var, 0.0).mean()),
+        main_raw=main_raw,
+        total_raw=total_raw,
+        flags=flags,
     )
-    for arr in (result.main, result.total, result.main_sd, result.total_sd):
+    for arr in (result.main_raw, result.total_raw, result.main_sd, result.total_sd):
         arr.setflags(write=False)
     return result
 
 
-__all__ = ["SobolIndices", "sobol_indices"]
+__all__ = ["SobolIndices", "clip_indices", "sobol_indices"]

@@ -273,8 +273,9 @@ def _markdown(records: SweepRecords, s: dict[str, Any]) -> str:
     lines += ["", f"Thresholds: {inter['thresholds']}.", "", "## Sensitivity (Sobol indices of the posterior mean)",
               ""]
     lines += ["Not estimated: the metric is constant over this sweep."] if s["constant_metric"] else [
-        "| dim | main | total |", "|---|---|---|"] + [
-        f"| {r['name']} | {r['main']:.3f} ± {r['main_sd']:.3f} | {r['total']:.3f} ± {r['total_sd']:.3f} |"
+        "| dim | main | total | note |", "|---|---|---|---|"] + [
+        f"| {r['name']} | {r['main']:.3f} ± {r['main_sd']:.3f} | {r['total']:.3f} ± {r['total_sd']:.3f} | "
+        + (f"raw main {r['main_raw']:.4f}, total {r['total_raw']:.4f}: {r['flag']}" if r["flag"] else "") + " |"
         for r in s["sensitivity"]]
     for name, c in s["coregionalization"].items():
         lines += ["", f"## Coregionalization of {name}", "", "correlation between categories:", ""]

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from sweeper.analysis.sensitivity import SobolIndices, sobol_indices
+from sweeper.analysis.sensitivity import SobolIndices, clip_indices, sobol_indices
 
 A_ISH, B_ISH = 7.0, 0.1
 
@@ -179,11 +179,19 @@ def test_matches_a_loop_reference_of_the_estimators_on_the_same_design() -> None
             f_ab = y[r, 2 + i]
             main[r, i] = sum((f_b - both.mean()) * (f_ab - f_a)) / n / v
             total[r, i] = sum((f_a - f_ab) ** 2) / (2 * n) / v
-    np.testing.assert_allclose(s.main, main.mean(axis=0), rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(s.total, total.mean(axis=0), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(s.main_raw, main.mean(axis=0), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(s.total_raw, total.mean(axis=0), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(s.main_sd, main.std(axis=0, ddof=1), rtol=1e-10)
     np.testing.assert_allclose(s.total_sd, total.std(axis=0, ddof=1), rtol=1e-10)
     assert s.variance == pytest.approx(np.mean(variances), rel=1e-12)
+    # The values shown are the raw means through clip_indices, with the sd of main - total.
+    shown_main, shown_total, flags = clip_indices(
+        main.mean(axis=0), total.mean(axis=0), main.std(axis=0, ddof=1),
+        total.std(axis=0, ddof=1), repeats=repeats, diff_sd=(main - total).std(axis=0, ddof=1),
+    )
+    np.testing.assert_allclose(s.main, shown_main, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(s.total, shown_total, rtol=1e-10, atol=1e-12)
+    assert s.flags == flags
 
 
 def test_f_is_called_in_as_few_batches_as_possible() -> None:
@@ -285,16 +293,130 @@ def test_as_dict_and_to_rows() -> None:
 
     rows = s.to_rows()
     assert [r["name"] for r in rows] == ["lr", "wd", "bs"]
-    assert list(rows[0]) == ["name", "main", "main_sd", "total", "total_sd"]
+    assert list(rows[0]) == [
+        "name", "main", "main_sd", "total", "total_sd", "main_raw", "total_raw", "flag",
+    ]
     for i, row in enumerate(rows):
         assert row["main"] == s.main[i] and row["total"] == s.total[i]
         assert row["main_sd"] == s.main_sd[i] and row["total_sd"] == s.total_sd[i]
-        assert all(type(row[k]) is float for k in ("main", "main_sd", "total", "total_sd"))
+        assert row["main_raw"] == s.main_raw[i] and row["total_raw"] == s.total_raw[i]
+        assert row["flag"] == s.flags[i] and type(row["flag"]) is str
+        floats = ("main", "main_sd", "total", "total_sd", "main_raw", "total_raw")
+        assert all(type(row[k]) is float for k in floats)
     assert json.loads(json.dumps(rows)) == rows
 
 
 def test_result_arrays_are_read_only() -> None:
     s = sobol_indices(_ishigami, 3, n_base=64, repeats=2)
     assert isinstance(s, SobolIndices)
-    with pytest.raises(ValueError, match="read-only"):
-        s.main[0] = 1.0
+    for arr in (s.main, s.total, s.main_raw, s.total_raw, s.main_sd, s.total_sd):
+        with pytest.raises(ValueError, match="read-only"):
+            arr[0] = 1.0
+
+
+# --- Values shown inside 0 <= main <= total <= 1, raw kept, moves flagged (issue 32) ---
+
+
+def _assert_shown_ordered(s: SobolIndices) -> None:
+    assert np.all(s.main >= 0.0) and np.all(s.total <= 1.0)
+    assert np.all(s.main <= s.total)
+
+
+def test_one_dim_doing_everything_is_shown_at_1_with_the_raw_estimates_and_a_flag() -> None:
+    # f depends on x0 alone: S_0 = T_0 = 1. With N = 64 and seed 2, both raw means come out
+    # above 1 and main above total, as env.seed's 1.002 > 1.002 in issue 32.
+    s = sobol_indices(lambda x: x[:, 0], 2, names=("seed", "lr"), n_base=64, repeats=10, seed=2)
+    assert s.main_raw[0] > s.total_raw[0] > 1.0  # the crossing this test is about
+    _assert_shown_ordered(s)
+    assert (s.main[0], s.total[0]) == (1.0, 1.0)
+    assert s.flags[0].startswith(f"main above 1 by {s.main_raw[0] - 1:.2g} (")
+    assert f"total above 1 by {s.total_raw[0] - 1:.2g} (" in s.flags[0]
+    assert f"sd {s.main_sd[0]:.2g} over 10 repeats): Monte Carlo noise" in s.flags[0]
+    # x1 does nothing: both estimators are exactly 0, nothing moved.
+    assert (s.main_raw[1], s.total_raw[1], s.main[1], s.total[1], s.flags[1]) == (0, 0, 0, 0, "")
+    row = s.to_rows()[0]
+    assert (row["main"], row["total"]) == (1.0, 1.0)
+    assert (row["main_raw"], row["total_raw"], row["flag"]) == (s.main_raw[0], s.total_raw[0], s.flags[0])
+
+
+def test_main_above_total_inside_0_1_is_shown_as_one_value_between_them() -> None:
+    # f = x0 with N = 8, 3 repeats, seed 0: raw main 0.97 > raw total 0.73, both in [0, 1].
+    s = sobol_indices(lambda x: x[:, 0], 2, n_base=8, repeats=3, seed=0)
+    m, t = s.main_raw[0], s.total_raw[0]
+    assert 0.0 < t < m < 1.0
+    _assert_shown_ordered(s)
+    assert s.main[0] == s.total[0] and t <= s.main[0] <= m
+    w_m, w_t = s.main_sd[0] ** -2.0, s.total_sd[0] ** -2.0
+    assert s.main[0] == pytest.approx((w_m * m + w_t * t) / (w_m + w_t), rel=1e-12)
+    assert s.flags[0].startswith(f"main above total by {m - t:.2g} (")
+    assert s.flags[0].endswith(f"both shown as their sd-weighted mean {s.main[0]:.3f}")
+
+
+def test_normal_case_has_no_flag_and_shows_the_raw_estimates() -> None:
+    # (x0 + 1/2)(x1 + 1/2): S_i = 0.48, T_i = 0.52 for both, far from 0, 1 and each other.
+    s = sobol_indices(lambda x: (x[:, 0] + 0.5) * (x[:, 1] + 0.5), 2, n_base=1024, repeats=5)
+    assert s.flags == ("", "")
+    np.testing.assert_array_equal(s.main, s.main_raw)
+    np.testing.assert_array_equal(s.total, s.total_raw)
+    _assert_shown_ordered(s)
+    assert all(row["flag"] == "" for row in s.to_rows())
+
+
+def test_clip_indices_on_raw_numbers() -> None:
+    m, t, flags = clip_indices(
+        [1.002, 0.45, -0.001, 0.2, 0.6, 1.5],
+        [1.001, 0.44, 0.003, -0.5, 0.7, 1.2],
+        [0.038, 0.03, 0.002, 0.01, 0.02, 0.01],
+        [0.01, 0.01, 0.001, 0.01, 0.02, 0.0],
+        repeats=10,
+    )
+    assert np.all((0.0 <= m) & (m <= t) & (t <= 1.0))
+    # env.seed in issue 32: both above 1 by less than their noise; shown 1 and 1.
+    assert (m[0], t[0]) == (1.0, 1.0)
+    assert flags[0] == (
+        "main above 1 by 0.002 (0.2 standard errors; sd 0.038 over 10 repeats): Monte Carlo noise; "
+        "total above 1 by 0.001 (0.3 standard errors; sd 0.01 over 10 repeats): Monte Carlo noise"
+    )
+    # Main above total inside [0, 1]: one value, weighted 1 : 9 towards the precise total.
+    assert m[1] == t[1] == pytest.approx(0.441)
+    assert flags[1].startswith("main above total by 0.01 (1.0 standard errors; sd 0.032 over 10 repeats)")
+    assert flags[1].endswith("Monte Carlo noise; both shown as their sd-weighted mean 0.441")
+    # A null index slightly negative: 0, flagged as noise; total untouched.
+    assert (m[2], t[2]) == (0.0, 0.003)
+    assert flags[2].startswith("main below 0 by 0.001 (1.6 standard errors")
+    # Total far below 0 (158 standard errors): not noise, and the flag says what to do;
+    # clipped to 0 it is then below main 0.2: both shown as their (equal-sd) mean 0.1.
+    assert m[3] == t[3] == pytest.approx(0.1)
+    assert flags[3] == (
+        "total below 0 by 0.5 (158.1 standard errors; sd 0.01 over 10 repeats): "
+        "more than Monte Carlo noise, raise n_base or repeats; "
+        "main above total by 0.2 (44.7 standard errors; sd 0.014 over 10 repeats): "
+        "more than Monte Carlo noise, raise n_base or repeats; both shown as their sd-weighted mean 0.100"
+    )
+    # Inside the bounds and ordered: shown as estimated, no flag.
+    assert (m[4], t[4], flags[4]) == (0.6, 0.7, "")
+    # Both above 1, total's sd 0: its excess is not noise.
+    assert (m[5], t[5]) == (1.0, 1.0)
+    assert "total above 1 by 0.2 (inf standard errors" in flags[5]
+    for arr in (m, t):
+        assert not arr.flags.writeable
+
+
+def test_clip_indices_with_one_repeat_says_there_is_no_sd() -> None:
+    m, t, flags = clip_indices([0.9, 0.3], [0.8, 0.4], [0.0, 0.0], [0.0, 0.0], repeats=1)
+    assert m[0] == t[0] == pytest.approx(0.85)  # no sd to weight by: the plain mean
+    assert flags == (
+        "main above total by 0.1 (one repeat: no sd to judge it by); "
+        "both shown as their sd-weighted mean 0.850",
+        "",
+    )
+    assert (m[1], t[1]) == (0.3, 0.4)
+
+
+def test_clip_indices_bad_input() -> None:
+    with pytest.raises(ValueError, match="same length"):
+        clip_indices([0.1, 0.2], [0.3], [0.0, 0.0], [0.0, 0.0], repeats=2)
+    with pytest.raises(ValueError, match="diff_sd must have length 2"):
+        clip_indices([0.1, 0.2], [0.3, 0.4], [0.0, 0.0], [0.0, 0.0], repeats=2, diff_sd=[0.1])
+    with pytest.raises(ValueError, match="repeats must be an int >= 1"):
+        clip_indices([0.1], [0.3], [0.0], [0.0], repeats=0)
