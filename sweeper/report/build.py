@@ -169,7 +169,7 @@ def build_report(
             X = unit_points(records.space, trial_points(kept, records))
             sur = surrogate_curve(X, values, maximize=maximize, n_points=n_points, n_samples=n_samples,
                                   n_point_sets=n_point_sets, seed=seed, categories=records.space.categories(),
-                                  bounds=bounds)
+                                  bounds=bounds, space=records.space)
         except SurrogateUnavailable as exc:
             sur_note = str(exc)
 

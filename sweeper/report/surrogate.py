@@ -24,7 +24,12 @@ all samples), both measured (``tests/unit/test_report_math.py``):
   empirical curve.
 
 Categorical dimensions are modelled by coregionalization, as in the sweeper's own search
-(the i.i.d. points draw every category with equal probability); the GP is fitted on at most ``max_fit_points`` trials (a seeded
+(the i.i.d. points draw every category with equal probability). Given the ``space``, every
+point is snapped to a value a trial could take (:func:`sweeper.analysis.multiverse.snap`:
+integer, log-integer and grid dims, seeds among them, to their values; a categorical
+coordinate already means its category), so the curve never reads the GP between legal
+values, where it knows nothing (a metric defined only at ``s`` in 0..7, best 0.951, got a
+curve up to 0.978 from non-integer ``s``); the GP is fitted on at most ``max_fit_points`` trials (a seeded
 random subset beyond that), which keeps a 1,000-trial report within seconds.
 
 The GP is the analysis model of :func:`sweeper.search.hyperposterior.fit_posterior`: with the
@@ -107,6 +112,14 @@ def unit_points(space: SearchSpace | None, points: Sequence[Mapping[str, Any]]) 
         raise SurrogateUnavailable(f"a trial's point does not fit the recorded space: {exc}") from None
 
 
+def _points(space: SearchSpace | None, m: int, d: int, seed: list[int]) -> NDArray[np.float64]:
+    """``m`` i.i.d. uniform points, snapped to the space's legal values when it is known."""
+    from sweeper.analysis.multiverse import snap
+
+    U = random_design(m, d, seed)
+    return U if space is None else snap(space, U)
+
+
 def surrogate_curve(
     X: ArrayLike,
     y: ArrayLike,
@@ -121,6 +134,7 @@ def surrogate_curve(
     level: float = 0.95,
     categories: Mapping[int, int] | None = None,
     bounds: MetricBounds | None = None,
+    space: SearchSpace | None = None,
 ) -> SurrogateCurve:
     """Fit the GP to ``(X, y)`` and compute the expected-max curve of random search under it.
 
@@ -137,6 +151,8 @@ def surrogate_curve(
         level: Coverage of the band.
         categories: Categorical columns of ``X`` -> number of choices (see :func:`sweeper.search.gp_fit.fit_gp`).
         bounds: The metric's declared bounds (the GP models it warped, inside them), or None.
+        space: The sweep's search space: the points are snapped to its legal values (and
+            ``categories`` defaults to its categorical columns). None: points stay continuous.
 
     Returns:
         A :class:`SurrogateCurve`.
@@ -155,6 +171,10 @@ def surrogate_curve(
         raise ValueError(f"X must be (N, d) and y (N,); got shapes {X.shape} and {y.shape}")
     if not 1 <= n_point_sets <= n_samples:
         raise ValueError(f"n_point_sets must be in 1..n_samples={n_samples}; got {n_point_sets}")
+    if space is not None and space.d != X.shape[1]:
+        raise ValueError(f"X has {X.shape[1]} columns but the space {space.d} dims")
+    if space is not None and categories is None:
+        categories = space.categories()
     n = X.shape[0]
     if n < MIN_FIT_POINTS:
         raise SurrogateUnavailable(f"only {n} finished trial(s): the GP needs at least {MIN_FIT_POINTS}")
@@ -172,7 +192,7 @@ def surrogate_curve(
         except (RuntimeError, ValueError) as exc:
             raise SurrogateUnavailable(f"the GP fit failed: {exc}") from None
         samples = np.vstack([
-            gp.share(b, n_point_sets).sample_posterior(random_design(n_points, X.shape[1], [seed, 1, b]), int(c),
+            gp.share(b, n_point_sets).sample_posterior(_points(space, n_points, X.shape[1], [seed, 1, b]), int(c),
                                                        [seed, 2, b])
             for b, c in enumerate(counts)
         ])  # (S, M)
