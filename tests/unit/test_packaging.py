@@ -42,3 +42,22 @@ def test_console_script_answers() -> None:
 
     assert out.stdout.strip() == sweeper.__version__
 
+
+
+def test_the_gitignore_the_docs_give_users_is_the_repository_s_and_ignores_every_output() -> None:
+    """docs/writing-a-sweep.md gives users .gitignore lines for what sweeps and the commands write; they are
+    the repository's own, and git ignores each output with them (the SQLite store's -wal/-shm companions too)."""
+    import re
+    import subprocess
+
+    docs = (REPO / "docs" / "writing-a-sweep.md").read_text(encoding="utf-8")
+    given = re.search(r"```gitignore\n(.*?)```", docs, re.S).group(1).split()
+    ours = (REPO / ".gitignore").read_text(encoding="utf-8")
+    block = ours[ours.index("repositories get the same lines"):ours.index("# END sweep outputs")].splitlines()[1:]
+    assert given == block
+    outputs = ["mlruns.db", "mlruns.db-wal", "mlruns.db-shm", "mlruns/1/a/artifacts/x.txt", "multirun/2026/x.yaml",
+               "outputs/2026/x.log", "report-svm-breast-cancer/report.md", "multiverse-svm-matern52-ard/map.csv",
+               "sub/dir/mlruns.db-wal"]
+    ignored = subprocess.run(["git", "check-ignore", "--no-index", *outputs], cwd=REPO, capture_output=True,
+                             text=True).stdout.split()
+    assert ignored == outputs
