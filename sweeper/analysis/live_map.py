@@ -76,7 +76,7 @@ def live_map(space: SearchSpace, fitted: BatchFit, *, resolution: int = LIVE_RES
     gp = fitted.gp
     fit = MultiverseFit(space, GPEnsemble(gp, (gp,)), gp.X, gp.y, None if gp.warp is None else gp.warp.bounds)
     columns = most_sensitive_continuous(fit, seed=seed)
-    view = map_view(fit, columns, resolution=resolution, seed=seed)
+    view = map_view(fit, columns, resolution=resolution, seed=seed, contour_band=False)  # its figures draw none
     trials = MapTrials(gp.X, gp.y, np.asarray(fitted.failed, dtype=np.float64).reshape(-1, space.d))
     return LiveMap(fitted.batch, fit, view, trials, loo_check(gp))
 
