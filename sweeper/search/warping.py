@@ -179,6 +179,10 @@ def squeeze_for(bounds: MetricBounds, y: ArrayLike) -> float:
     return fraction if bounds.low is not None and bounds.high is not None else fraction * scale
 
 
+#: Within ``eps`` of a bound, up to rounding: on it (:meth:`OutputWarp.inverse`).
+_ON_BOUND = 1.0 + 1e-9
+
+
 @dataclass(frozen=True)
 class OutputWarp:
     """The monotone map ``w`` from a bounded metric to the real line (see the module docstring).
@@ -228,19 +232,26 @@ class OutputWarp:
         return self._of_unit(self._unit(np.asarray(y, dtype=np.float64)))
 
     def exact(self, y: ArrayLike) -> NDArray[np.float64]:
-        """``w(y)`` without the squeeze, ``-inf``/``inf`` at or beyond the ends: the exact inverse of :meth:`inverse`.
+        """``w(y)`` for a distribution function: ``P(Y <= y) = Phi((exact(y) - mean) / sd)``.
 
-        For the distribution function of a predictive, ``P(Y <= y) = Phi((exact(y) - mean) / sd)``,
-        which the squeeze would hold below 1 in the last ``eps`` before a bound.
+        The last ``eps`` before a bound is where the model holds values on it (:meth:`inverse`
+        maps it onto the bound), so ``P(Y <= y)`` is flat there and jumps at the bound:
+        ``exact`` is ``w(bound - eps)`` inside that stretch, ``inf`` at or beyond the upper
+        bound (``-inf`` below the lower one).
         """
         y = np.asarray(y, dtype=np.float64)
         lo, hi = self.bounds.low, self._hi
         if self.two_sided:
-            t = np.clip((y - lo) / (hi - lo), 0.0, 1.0)  # type: ignore[operator]
+            t = (y - lo) / (hi - lo)  # type: ignore[operator]
+            top, bottom = t >= 1.0, t < 0.0
+            t = np.clip(t, self.eps, 1.0 - self.eps)
         else:
-            t = np.maximum(y - lo if lo is not None else hi - y, 0.0)  # type: ignore[operator]
-        with np.errstate(divide="ignore"):
-            return self._of_unit(t)
+            t = y - lo if lo is not None else hi - y  # type: ignore[operator]
+            beyond = t < 0.0 if lo is not None else t <= 0.0
+            top, bottom = (np.zeros_like(beyond), beyond) if lo is not None else (beyond, np.zeros_like(beyond))
+            t = np.maximum(t, self.eps)
+        g = self._of_unit(t)
+        return np.where(top, np.inf, np.where(bottom, -np.inf, g))
 
     def _of_unit(self, t: NDArray[np.float64]) -> NDArray[np.float64]:
         """``w`` of the value rescaled to (0, 1) (two bounds) or of its distance to the bound (one)."""
@@ -250,16 +261,25 @@ class OutputWarp:
         return np.log(-np.expm1(log_q)) - log_q
 
     def inverse(self, g: ArrayLike) -> NDArray[np.float64]:
-        """``w^{-1}(g)``: always strictly inside the bounds (up to float rounding at extreme ``g``)."""
+        """``w^{-1}(g)``, inside the bounds; within ``eps`` of a bound it is the bound.
+
+        The model holds a value on a bound ``eps`` inside it (:meth:`forward`), so that last
+        ``eps`` is where it says "on the bound": a map whose best trials score exactly 1.0
+        gets a band that reaches 1.0 there, not one that stops ``2e-5`` short of every such
+        truth.
+        """
         g = np.asarray(g, dtype=np.float64)
         lo, hi = self.bounds.low, self._hi
         if not self.two_sided:
-            return lo + np.exp(g) if lo is not None else hi - np.exp(-g)  # type: ignore[operator]
+            gap = np.exp(g if lo is not None else -g)
+            gap = np.where(gap <= self.eps * _ON_BOUND, 0.0, gap)
+            return lo + gap if lo is not None else hi - gap  # type: ignore[operator]
         from scipy.special import log_expit  # here: a trial's worker reads this module's settings, not this
 
         log_q = log_expit(-g)  # log(1 - p)
         r_a = -np.expm1(log_q / self.b)
         r = np.exp(np.log(np.maximum(r_a, np.finfo(np.float64).tiny)) / self.a)
+        r = np.where(r >= 1.0 - self.eps * _ON_BOUND, 1.0, np.where(r <= self.eps * _ON_BOUND, 0.0, r))
         return lo + (hi - lo) * r  # type: ignore[operator]
 
     def log_jacobian(self, y: ArrayLike) -> NDArray[np.float64]:

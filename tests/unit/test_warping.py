@@ -227,9 +227,10 @@ def test_two_sided_values_on_a_bound_are_squeezed_inside(shape: tuple[float, flo
     # On a bound = eps of the range inside it; beyond it (never for checked data) is the same.
     np.testing.assert_allclose(on, warp.forward(np.array([low + eps * width, high - eps * width])), rtol=1e-12)
     np.testing.assert_array_equal(warp.forward(np.array([low - 5.0, high + 5.0])), on)
-    # ... and the squeezed values come back eps inside.
-    np.testing.assert_allclose(warp.inverse(on), [low + eps * width, high - eps * width], rtol=0,
-                               atol=1e-9 * width)
+    # ... and the squeezed values come back on the bound: the last eps is where the model says "on it".
+    np.testing.assert_array_equal(warp.inverse(on), [low, high])
+    inside = np.array([low + 2 * eps * width, high - 2 * eps * width])
+    np.testing.assert_allclose(warp.inverse(warp.forward(inside)), inside, rtol=1e-9)
 
 
 # ----------------------------------------------------------------------------- one-sided warp
@@ -362,8 +363,9 @@ def test_perfect_scores_sit_just_beyond_the_best_imperfect_one() -> None:
     warp = OutputWarp.for_data(MetricBounds(0.0, 1.0), y, 6.0, 2.2)
     g = warp.forward(y)
     assert g[2] < g[3] == g[4]
-    assert warp.inverse(g[3:4])[0] == pytest.approx(1.0 - 0.0015, abs=1e-12)
-    assert warp.inverse(g[3:4])[0] > 0.997
+    assert warp.eps == pytest.approx(0.0015)  # half the gap to the best imperfect score
+    assert warp.inverse(g[3:4])[0] == 1.0  # the perfect scores come back perfect ...
+    assert warp.inverse(g[2:3])[0] == pytest.approx(0.997, abs=1e-12)  # ... and the imperfect one as it was
 
 
 def test_one_sided_squeeze_keeps_distinct_values_distinct() -> None:
