@@ -206,6 +206,8 @@ def _report(args: argparse.Namespace) -> int:
     if report.biased:
         print(f"  note: the trials came from {report.strategy!r}, not random search: the empirical expected-max "
               f"curve is biased; see the surrogate-based curve ({report.surrogate_note or 'computed'}).")
+    if report.surrogate is not None:
+        _print_calibration("sweeper report", "the surrogate curve", report.surrogate.calibration)
     if not args.no_log:
         from sweeper.record.tracking import MLflowTracker
 
@@ -263,6 +265,7 @@ def _multiverse(args: argparse.Namespace) -> int:
         print(f"  interaction {row['dims']}: log10 K = {row['log10_K']:.2f} ({row['verdict']})")
     for row in s["sensitivity"]:
         print(f"  sensitivity {row['name']}: main {row['main']:.3f}, total {row['total']:.3f}")
+    _print_calibration("sweeper multiverse", "the maps", report.calibration)
     if not args.no_log:
         from sweeper.record.tracking import MLflowTracker
 
@@ -271,6 +274,19 @@ def _multiverse(args: argparse.Namespace) -> int:
         print(f"Logged {len(written)} files to MLflow run {records.parent_run_id} under {report.artifact_dir}/. "
               f"{tracker.browse_text(records.parent_run_id)}")
     return 0
+
+
+def _print_calibration(command: str, what: str, calibration: Any) -> None:
+    """One line with the verdict of the GP's predictive checks; a warning on stderr when it failed."""
+    if calibration is None:
+        return
+    each = ", ".join(f"{c.kind} {c.verdict()}" for c in calibration.checks)
+    print(f"  predictive checks of the GP behind {what}: {calibration.verdict()} ({each})")
+    if calibration.verdict() == "failed":
+        failed = ", ".join(f"{c.kind}: {c.coverage95:.0%} of {c.n} inside their 95 % intervals"
+                           for c in calibration.judged if not c.ok)
+        print(f"{command}: warning: the GP behind {what} is overconfident ({failed}); do not trust {what} as "
+              f"drawn. {calibration.advice()}", file=sys.stderr)
 
 
 def _trials(experiment: str, tracking_uri: str, run_id: str | None) -> int:

@@ -28,7 +28,7 @@ from sweeper.analysis.map_view import MapTrials, MapView, draw_map, map_view
 from sweeper.analysis.multiverse import MultiverseFit, most_sensitive_continuous
 from sweeper.analysis.plotting import _new_figure
 from sweeper.search.ensemble import GPEnsemble
-from sweeper.search.loo import LOOCheck, loo_check
+from sweeper.search.loo import PredictiveCheck, loo_check
 from sweeper.search.policy import BatchFit
 from sweeper.search.space import SearchSpace
 
@@ -54,7 +54,7 @@ class LiveMap:
     fit: MultiverseFit
     view: MapView
     trials: MapTrials
-    loo: LOOCheck
+    loo: PredictiveCheck
 
     @property
     def n_trials(self) -> int:
@@ -62,7 +62,7 @@ class LiveMap:
         return int(self.trials.kept.shape[0])
 
     def metrics(self) -> dict[str, float]:
-        """``live_trials`` and the check's ``live_loo_coverage95``, ``live_loo_rmse``, ... (``LOOCheck.metrics``)."""
+        """``live_trials`` and the check's ``live_loo_coverage95``, ``live_loo_rmse``, ... (``PredictiveCheck.metrics``)."""
         return {**self.loo.metrics("live_"), "live_trials": float(self.n_trials)}
 
     def note(self) -> str:
@@ -73,8 +73,8 @@ class LiveMap:
 
 def live_map(space: SearchSpace, fitted: BatchFit, *, resolution: int = LIVE_RESOLUTION, seed: int = 0) -> LiveMap:
     """The live map of the fit a batch was planned with (see the module docstring)."""
-    gp = fitted.gp
-    fit = MultiverseFit(space, GPEnsemble(gp, (gp,)), gp.X, gp.y, None if gp.warp is None else gp.warp.bounds)
+    gp = fitted.gp if isinstance(fitted.gp, GPEnsemble) else GPEnsemble(fitted.gp, (fitted.gp,))
+    fit = MultiverseFit(space, gp, gp.X, gp.y, None if gp.warp is None else gp.warp.bounds)
     columns = most_sensitive_continuous(fit, seed=seed)
     view = map_view(fit, columns, resolution=resolution, seed=seed, contour_band=False)  # its figures draw none
     trials = MapTrials(gp.X, gp.y, np.asarray(fitted.failed, dtype=np.float64).reshape(-1, space.d))

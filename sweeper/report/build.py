@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sweeper.analysis.calibration import replicate_columns, searcher_predictions
 from sweeper.analysis.expected_max import ExpectedMax, expected_max
 from sweeper.analysis.qra import QRA
 from sweeper.report import sections
@@ -169,7 +170,9 @@ def build_report(
             X = unit_points(records.space, trial_points(kept, records))
             sur = surrogate_curve(X, values, maximize=maximize, n_points=n_points, n_samples=n_samples,
                                   n_point_sets=n_point_sets, seed=seed, categories=records.space.categories(),
-                                  bounds=bounds, space=records.space)
+                                  bounds=bounds, space=records.space,
+                                  replicate_columns=replicate_columns(records.space),
+                                  prospective=searcher_predictions(kept, metric))
         except SurrogateUnavailable as exc:
             sur_note = str(exc)
 
@@ -235,8 +238,8 @@ def log_report(report: Report, tracker: MLflowTracker, run_id: str | None = None
         The artifact paths written, e.g. ``["report/report.md", ...]``.
     """
     run_id = run_id or report.summary["parent_run_id"]
-    if report.surrogate is not None and report.surrogate.loo is not None:
-        tracker.log(run_id, metrics=report.surrogate.loo.metrics("surrogate_"))
+    if report.surrogate is not None and report.surrogate.calibration is not None:
+        tracker.log(run_id, metrics=report.surrogate.calibration.metrics("surrogate_"))
     return log_files(report.files, tracker, run_id, ARTIFACT_DIR)
 
 
@@ -358,7 +361,8 @@ def _summary(records: SweepRecords, **k: Any) -> dict[str, Any]:
             "n_fit": sur.n_fit, "n_points": sur.n_points, "n_samples": sur.n_samples,
             "n_point_sets": sur.n_point_sets, "seed": sur.seed, "hyperparameters": sur.hyperparameters,
             "mean_at_n": float(sur.curve.mean[-1]), "band_at_n": [float(sur.curve.low[-1]), float(sur.curve.high[-1])],
-            "loo": None if sur.loo is None else sur.loo.summary()},
+            "loo": None if sur.calibration is None else sur.calibration.checks[0].summary(),
+            "calibration": None if sur.calibration is None else sur.calibration.summary("this curve")},
         "surrogate_note": k["sur_note"],
         "qra": [{"group": g.number, "object": g.object, "n": g.n, "conditions": [c.split(".", 1)[1] for c in g.conditions],
                  "results": {m: (r.__dict__ if isinstance(r, QRA) else {"error": r}) for m, r in g.results.items()}}

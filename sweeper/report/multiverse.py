@@ -23,9 +23,12 @@ A map's CSV has, per grid point: ``facet``, the two dims (the values a trial the
 95 % band the figures draw, :mod:`sweeper.analysis.map_view`) and ``sd_latent`` (the GP's
 uncertainty about the latent function alone; see :mod:`sweeper.analysis.multiverse`).
 With the metric's declared bounds (``hydra.sweeper.metric_bounds``, or ``--bounds``) the GP
-models it warped and every mean and band lies inside them, where ``mean ± 1.96 sd`` may not. The leave-one-out check
-(:mod:`sweeper.search.loo`) goes into ``summary.json``, ``multiverse.md`` next to the maps (with a
-warning in words when it fails) and onto the sweep's run as ``multiverse_<kernel>_loo_*`` metrics.
+models it warped and every mean and band lies inside them, where ``mean ± 1.96 sd`` may not. The GP's
+predictive checks (:mod:`sweeper.search.calibration`: leave-one-out, leave-one-configuration-out,
+and the searcher's own predictions of the trials it chose) go into ``summary.json``
+(``calibration``: a ``verdict`` per check and overall), ``multiverse.md`` next to the maps (with
+a warning in words when the verdict is ``failed``) and onto the sweep's run as
+``multiverse_<kernel>_{loo,loco,prospective}_*`` and ``multiverse_<kernel>_calibration_failed``.
 
 Artifacts go under ``multiverse/<kernel>/`` on the sweep's parent run, so analyses with
 different kernels (``--kernel``) sit side by side for the robustness check of the paper's
@@ -44,6 +47,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+from sweeper.analysis.calibration import replicate_columns, searcher_predictions
 from sweeper.analysis.map_view import MapTrials, draw_map, map_view
 from sweeper.analysis.multiverse import MultiverseFit, fit_multiverse, interaction_tests, posterior_sensitivity
 from sweeper.analysis.multiverse_plots import plot_correlation_heatmap, plot_sensitivity
@@ -58,10 +62,11 @@ from sweeper.report.build import (
 )
 from sweeper.report.document import OutputDir
 from sweeper.report.filtering import TrialFilter, parse_filter, select_trials
+from sweeper.search.calibration import Calibration, calibration
 from sweeper.search.gp_fit import fit_subset
 from sweeper.search.interaction import CONCLUSIVE_LOG10, constant_metric_note
 from sweeper.search.kernels import KERNELS, category_labels
-from sweeper.search.loo import LOOCheck, loo_check
+from sweeper.search.loo import first_of_copies, replicate_groups
 from sweeper.search.warping import MetricBounds
 
 if TYPE_CHECKING:
@@ -80,7 +85,7 @@ class MultiverseReport:
     kernel: str
     fit: MultiverseFit
     summary: dict[str, Any] = field(repr=False)
-    loo: LOOCheck | None = None
+    calibration: Calibration | None = None
 
     @property
     def artifact_dir(self) -> str:
@@ -152,7 +157,8 @@ def build_multiverse(
     if len(fit_rows) > max_fit_points:
         fit_rows = fit_subset(len(y_in), max_fit_points, [seed, 3], category_labels(U_in, space.categories()))
     fit = fit_multiverse(space, U_in[fit_rows], y_in[fit_rows], kernel=kernel, seed=seed, bounds=bounds)
-    loo = loo_check(fit.gp)
+    checks = calibration(fit.gp, replicate_columns(space), searcher_predictions(kept, metric))
+    loo = checks.checks[0]
     out = OutputDir(out_dir)
     summary: dict[str, Any] = {
         "experiment": records.experiment, "parent_run_id": records.parent_run_id, "strategy": records.strategy,
@@ -161,11 +167,13 @@ def build_multiverse(
         "trials": {"run": len(trials), "kept": len(kept), "failed": int(len(records.failed())),
                    "filtered": int(sel.filtered.sum()), "fit": int(fit_rows.size)},
         "hyperparameters": fit.gp.hyperparameters(), "log_likelihood": fit.gp.log_likelihood,
-        "loo": {**loo.summary(), "sentence": loo.sentence("these maps")}, "maps": [],
+        "loo": {**loo.summary(), "sentence": loo.sentence("these maps")},
+        "calibration": checks.summary("these maps"), "maps": [],
         "bounds_hint": unbounded_score_hint(trials[sel.finished], metric, bounds),
         "constant_metric": constant_metric_note(y_in)}
-    out.csv("loo.csv", pd.DataFrame({"trial": kept["index"].to_numpy()[fit_rows],
-                                     metric: fit.y, "loo_mean": loo.loo_mean, "pit": loo.pit,
+    once = first_of_copies(replicate_groups(fit.X, fit.y, replicate_columns(space))[0])  # the rows LOO scored
+    out.csv("loo.csv", pd.DataFrame({"trial": kept["index"].to_numpy()[fit_rows][once],
+                                     metric: fit.y[once], "loo_mean": loo.mean, "pit": loo.pit,
                                      "residual": loo.residuals}))
     _maps(out, fit, MapTrials(U_in, y_in, U_out), metric, others, resolution, seed, summary)
     _interactions(out, fit, kernel, seed, summary)
@@ -190,7 +198,7 @@ def build_multiverse(
     out.text("summary.json", json.dumps(_finite(summary), indent=2, default=str, allow_nan=False))
     out.text("multiverse.md", _markdown(records, summary))
     summary["files"] = [p.name for p in out.files]
-    return MultiverseReport(out.path, tuple(out.files), kernel, fit, summary, loo)
+    return MultiverseReport(out.path, tuple(out.files), kernel, fit, summary, checks)
 
 
 def _maps(out: OutputDir, fit: MultiverseFit, trials: MapTrials, metric: str, others: str, resolution: int,
@@ -281,18 +289,19 @@ def _markdown(records: SweepRecords, s: dict[str, Any]) -> str:
         lines += ["", f"## Coregionalization of {name}", "", "correlation between categories:", ""]
         lines += ["| | " + " | ".join(c["labels"]) + " |", "|---" * (len(c["labels"]) + 1) + "|"]
         lines += [f"| {a} | " + " | ".join(f"{v:.2f}" for v in r) + " |" for a, r in zip(c["labels"], c["correlation"])]
-    loo = s["loo"]
+    cal = s["calibration"]
     lines += ["", "## Maps", "",
               f"Mean and sd of the `{s['metric']}` a new trial at each point would return"
               + (f", modelled inside its bounds {MetricBounds(*s['metric_bounds']).text()}" if s["metric_bounds"]
                  else "") + ".", "",
-              loo["sentence"], "", "| leave-one-out check | value | nominal |", "|---|---|---|",
-              f"| inside 95 % intervals | {loo['coverage95']:.0%} | 95 % "
-              f"(fails below {loo['threshold_coverage95']:.0%}) |",
-              f"| inside 68 % intervals | {loo['coverage68']:.0%} | 68 % |",
-              f"| LOO RMSE | {loo['rmse']:.4g} | |",
-              f"| largest standardised residual | {loo['max_abs_residual']:.2f} | |",
-              f"| trials | {loo['n']} | |", ""]
+              cal["sentence"], "", "| predictive check | verdict | inside 95 % | inside 68 % | RMSE | largest residual "
+              "| measurements |", "|---|---|---|---|---|---|---|"] + [
+        f"| {kind} | {c['verdict']} | {c['coverage95']:.0%} | {c['coverage68']:.0%} | {c['rmse']:.4g} | "
+        f"{c['max_abs_residual']:.2f} | {c['n']} |" for kind, c in cal["checks"].items()] + [
+        "", f"Overall: **{cal['verdict']}** (the worst of the checks with enough trials; a check fails when "
+            f"fewer than {cal['checks']['leave-one-out']['threshold_coverage95']:.0%} of its results fall inside "
+            f"their 95 % intervals, and so few that a calibrated GP would do that with probability under "
+            f"{cal['checks']['leave-one-out']['max_surprise']:.0%}).", ""]
     lines += [f"![{p}]({p})" for p in _figures(s)]
     return "\n".join(lines) + "\n"
 
@@ -311,9 +320,9 @@ def _figures(s: dict[str, Any]) -> list[str]:
 
 
 def log_multiverse(report: MultiverseReport, tracker: MLflowTracker, run_id: str | None = None) -> list[str]:
-    """Log every file under ``multiverse/<kernel>/`` on the sweep's parent run, and the GP's leave-one-out
-    check as ``multiverse_<kernel>_loo_*`` metrics; return the artifact paths."""
+    """Log every file under ``multiverse/<kernel>/`` on the sweep's parent run, and the GP's predictive
+    checks as ``multiverse_<kernel>_*`` metrics; return the artifact paths."""
     run_id = run_id or report.summary["parent_run_id"]
-    if report.loo is not None:
-        tracker.log(run_id, metrics=report.loo.metrics(f"multiverse_{report.kernel}_"))
+    if report.calibration is not None:
+        tracker.log(run_id, metrics=report.calibration.metrics(f"multiverse_{report.kernel}_"))
     return log_files(report.files, tracker, run_id, report.artifact_dir)

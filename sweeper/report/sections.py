@@ -161,8 +161,8 @@ def surrogate_section(out: OutputDir, surrogate: SurrogateCurve | None, skipped:
             f"{surrogate.n_points} points. It estimates the true curve of random search; it does not include the "
             f"sampling error of a finite sweep's own empirical curve."),
     ]
-    if surrogate.loo is not None:
-        blocks.append(Paragraph(surrogate.loo.sentence("this curve")))
+    if surrogate.calibration is not None:
+        blocks.append(Paragraph(surrogate.calibration.sentence("this curve")))
     blocks += [
         Paragraph(f"GP hyperparameters (standardised scale): {describe_hyperparameters(hp)}."),
         Figure("surrogate_expected_max.png", "Empirical expected-max curve vs the GP surrogate's, with its band"),

@@ -39,7 +39,7 @@ over the posterior of its hyperparameters, so the band carries their uncertainty
 point set draws its samples from its own share of the posterior draws. Measured against the
 true random-search curve of three real maps (``bench/fidelity.py``): the plain fit's curve
 reached 1.013-1.28 on accuracies and its band missed the truth at most budgets; this one
-stays within 0.02 of it. The curve carries the GP's leave-one-out check (:mod:`sweeper.search.loo`).
+stays within 0.02 of it. The curve carries the GP's predictive checks (:mod:`sweeper.search.calibration`).
 
 References:
     Dodge, J., Gururangan, S., Card, D., Schwartz, R., & Smith, N. A. (2019). Show Your
@@ -59,7 +59,8 @@ from numpy.typing import ArrayLike, NDArray
 
 from sweeper.analysis.expected_max import SurrogateExpectedMax, surrogate_expected_max
 from sweeper.search.design import as_generator, random_design
-from sweeper.search.loo import LOOCheck, loo_check
+from sweeper.search.calibration import Calibration, calibration
+from sweeper.search.loo import PredictiveCheck
 from sweeper.search.space import SearchSpace
 from sweeper.search.warping import MetricBounds
 
@@ -83,7 +84,7 @@ class SurrogateCurve:
         n_samples: Posterior samples ``S``.
         n_point_sets: Independent point sets the samples are spread over.
         seed: Seed of the points, the samples and the GP restarts.
-        loo: The leave-one-out check of the GP (:mod:`sweeper.search.loo`).
+        calibration: The GP's predictive checks and their verdict (:mod:`sweeper.search.calibration`).
         bounds: The metric's declared bounds the GP respected, or None.
     """
 
@@ -95,7 +96,7 @@ class SurrogateCurve:
     n_samples: int
     n_point_sets: int
     seed: int
-    loo: LOOCheck | None = None
+    calibration: Calibration | None = None
     bounds: MetricBounds | None = None
 
 
@@ -135,6 +136,8 @@ def surrogate_curve(
     categories: Mapping[int, int] | None = None,
     bounds: MetricBounds | None = None,
     space: SearchSpace | None = None,
+    replicate_columns: Sequence[int] = (),
+    prospective: PredictiveCheck | None = None,
 ) -> SurrogateCurve:
     """Fit the GP to ``(X, y)`` and compute the expected-max curve of random search under it.
 
@@ -153,6 +156,8 @@ def surrogate_curve(
         bounds: The metric's declared bounds (the GP models it warped, inside them), or None.
         space: The sweep's search space: the points are snapped to its legal values (and
             ``categories`` defaults to its categorical columns). None: points stay continuous.
+        replicate_columns: Columns whose replicates leave the checks together (``env.*``, seeds).
+        prospective: The searcher's predictions of the trials, scored (joins the verdict).
 
     Returns:
         A :class:`SurrogateCurve`.
@@ -196,8 +201,8 @@ def surrogate_curve(
                                                        [seed, 2, b])
             for b, c in enumerate(counts)
         ])  # (S, M)
-        loo = loo_check(gp)
+        checks = calibration(gp, replicate_columns, prospective)
     curve = surrogate_expected_max(samples, n_max=n_max or n, maximize=maximize, level=level)
     return SurrogateCurve(curve=curve, n_fit=int(fit_index.size), n_finished=n,
                           hyperparameters=gp.hyperparameters(), n_points=n_points, n_samples=n_samples,
-                          n_point_sets=n_point_sets, seed=seed, loo=loo, bounds=bounds)
+                          n_point_sets=n_point_sets, seed=seed, calibration=checks, bounds=bounds)

@@ -39,6 +39,7 @@ from sweeper.run.ray_connect import start_ray, unreachable
 from sweeper.run.resume import SweepManifest, current_command, reconcile
 from sweeper.run.stops import INTERRUPTED_EXIT_STATUS, INTERRUPTED_STATUS, PREEMPTED_EXIT_STATUS, PREEMPTED_STATUS
 from sweeper.run.task_ref import task_ref
+from sweeper.search.calibration import sweep_prospective_check
 from sweeper.search.direction import bounds_warning, direction_warning
 from sweeper.search.grammar import parse_search_space
 from sweeper.search.settings import PolicySettings
@@ -451,9 +452,11 @@ class SweeperImpl:
             writer.log("logging the early stop", parent_run_id, tags={
                 "stopped_on_bayes_factor": f"log10 K = {stop.log10_K:.3f} after {stop.n} trials: {stop.verdict}"})
         lost = recorder.lost_writes
+        prospective = sweep_prospective_check(searcher.policy.suggestions, searcher.policy.results)
         writer.log("closing the sweep's run", parent_run_id, metrics={
             f"best_{self.metric}": best.value if best else math.nan,
             "num_finished": len(outcome.finished), "num_failed": len(outcome.failed),
+            **(prospective.metrics("") if prospective else {}),
         }, tags={"status": "FAILED" if too_many else "FINISHED", "mlflow_write_failures": len(lost)})
         writer.finish("closing the sweep's run", parent_run_id, "FAILED" if too_many else "FINISHED")
         writer.close()
@@ -462,6 +465,9 @@ class SweeperImpl:
 
         if best is not None:
             log.info("Best: trial #%d %s  %s=%.6g", best.index, format_params(best.params), self.metric, best.value)
+        if prospective is not None:
+            log.info("The searcher's predictions, made before the trials ran: %s (%s)", prospective.numbers(),
+                     prospective.verdict())
         if stop is not None:
             log.info("Stopped early on a conclusive Bayes factor: log10 K = %.3f after %d trials (%s; "
                      "hydra.sweeper.stop_on_bayes_factor=%g)", stop.log10_K, stop.n, stop.verdict,

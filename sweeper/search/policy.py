@@ -71,6 +71,7 @@ from numpy.typing import NDArray
 
 from sweeper.errors import SweeperConfigError
 from sweeper.search.design import balance_categories, factorial_design, random_design, sobol_design
+from sweeper.search.ensemble import GPEnsemble
 from sweeper.search.gp import GPFit
 from sweeper.search.gp_batch import fit_batch_gps, pick_batch, single_threaded_blas, warm_shapes
 from sweeper.search.interaction import interaction_bayes_factor
@@ -119,14 +120,15 @@ class BatchFit:
 
     Attributes:
         batch: The batch planned from it (1 for the first GP batch).
-        gp: The fit that tagged the batch's points with predictions (``predicted_mean``,
-            ``predicted_sd``): the metric in original units, inside its bounds when it has them.
+        gp: The model that tagged the batch's points with predictions (``predicted_mean``,
+            ``predicted_sd``): the metric in original units, inside its bounds when it has them
+            (a posterior mixture for a bounded metric, :func:`sweeper.search.gp_batch.bounded_tagger`).
             Its ``X`` and ``y`` are the trials it was fitted on.
         failed: Points of the trials failed so far, unit cube, shape ``(n_failed, d)``.
     """
 
     batch: int
-    gp: GPFit
+    gp: GPFit | GPEnsemble
     failed: NDArray[np.float64]
 
 
@@ -142,8 +144,9 @@ class Suggestion:
         batch: which block of ``batch_size`` points the trial belongs to (the Sobol design
             of a GP strategy is batch 0).
         acquisition: the acquisition value when the point was chosen (GP phases only).
-        predicted_mean: the GP posterior mean of the metric there, original units.
-        predicted_sd: the GP posterior standard deviation there, original units.
+        predicted_mean: the mean of the GP's predictive of the trial's result, original units.
+        predicted_sd: its standard deviation (observation noise included), original units: what
+            the prospective check scores (:mod:`sweeper.search.calibration`).
     """
 
     index: int
@@ -202,7 +205,7 @@ class MultiversePolicy:
         #: Called with the :class:`BatchFit` of each GP batch as it is planned (not its re-plans): it
         #: runs inside :meth:`ask`, so it must return at once (a live map hands the fit off to draw it).
         self.on_gp_fit: Callable[[BatchFit], None] | None = None
-        self._tagger: GPFit | None = None  # the fit behind the plan just made, for on_gp_fit (see _choose_batch)
+        self._tagger: GPFit | GPEnsemble | None = None  # the model behind the plan just made, for on_gp_fit
 
     # ------------------------------------------------------------------ public API
     @property
@@ -456,13 +459,13 @@ class MultiversePolicy:
         phase: str,
         batch: int,
         acquisition: float | None = None,
-        gp: GPFit | None = None,
+        gp: GPFit | GPEnsemble | None = None,
     ) -> Suggestion:
         params = self.space.from_unit(u)[0]
         x = self.space.to_unit([params])[0]  # snapped to legal values of discrete dims
         mean = sd = None
         if gp is not None:
-            m, v = gp.predict(x[None, :])  # posterior mean and sd, original units
+            m, v = gp.predict(x[None, :], noise=True)  # the predictive of its result, original units
             mean, sd = float(m[0]), float(v[0])
         return Suggestion(index, tuple(float(t) for t in x), params, phase, batch, acquisition, mean, sd)
 
@@ -534,7 +537,7 @@ class MultiversePolicy:
         self._plan_ok = len(ok)
         if self._adaptive:
             self._warm = gp.hyperparameters()
-            self._warm_bounded = tagger.hyperparameters() if tagger is not gp else None
+            self._warm_bounded = getattr(tagger, "point", tagger).hyperparameters() if tagger is not gp else None
         self._tagger = tagger
         cand, pick = pick_batch(gp, X_all, size, self.space, s, stream)
         return [

@@ -28,6 +28,7 @@ GP_STRATEGIES = ("ivr", "ucb")
 # Stream tags: independent random streams derived from the one seed.
 STREAM_RANDOM, STREAM_CANDIDATES, STREAM_INTEGRATION, STREAM_GP, STREAM_BAYES, STREAM_BALANCE = 1, 2, 3, 4, 5, 6
 STREAM_LOCAL = 7
+STREAM_TAG = 8
 
 
 @dataclass(frozen=True)

@@ -6,6 +6,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 
@@ -189,6 +190,14 @@ def test_deterministic_sweeps_choose_the_same_points(tmp_path: Path) -> None:
         parent, children = sweep.runs("toy")
         points.append([(r.data.params["x"], r.data.params["y"]) for r in children])
         client = MlflowClient(sweep.tracking_uri)
+        # The sweep's run scores the searcher's predictions of the trials it chose, made before they ran.
+        chosen = [r for r in children if "sweeper.predicted_mean" in r.data.tags]
+        z = [(r.data.metrics["score"] - float(r.data.tags["sweeper.predicted_mean"]))
+             / float(r.data.tags["sweeper.predicted_sd"]) for r in chosen]
+        closing = client.get_run(parent.info.run_id).data.metrics
+        assert len(chosen) == 12 and closing["prospective_n"] == 12
+        assert closing["prospective_coverage95"] == pytest.approx(np.mean(np.abs(z) <= 1.959964), abs=1e-9)
+        assert "The searcher's predictions, made before the trials ran: prospective" in sweep.output
         live.append(([a.path for a in client.list_artifacts(parent.info.run_id, "live")],
                      sorted(k for k in client.get_run(parent.info.run_id).data.metrics if k.startswith("live_")),
                      {m.step: m.value for m in client.get_metric_history(parent.info.run_id, "live_trials")}))

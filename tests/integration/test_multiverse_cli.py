@@ -104,12 +104,27 @@ def test_multiverse_writes_and_logs_every_artifact(forks) -> None:
     # The GP's leave-one-out check: per trial, in the summary, next to the maps, and on the sweep's run.
     loo = summary["loo"]
     assert loo["n"] == summary["trials"]["fit"] and 0 <= loo["coverage68"] <= loo["coverage95"] <= 1
-    assert len(pd.read_csv(out / "loo.csv")) == loo["n"] and loo["sentence"] in (out / "multiverse.md").read_text()
-    assert "| inside 95 % intervals |" in (out / "multiverse.md").read_text()
+    assert len(pd.read_csv(out / "loo.csv")) == loo["n"]
+    # ... and the searcher's own predictions of the trials it chose, scored by hand from their records.
+    calibration = summary["calibration"]
+    markdown = (out / "multiverse.md").read_text()
+    assert calibration["sentence"] in markdown and "| predictive check | verdict |" in markdown
+    assert set(calibration["checks"]) == {"leave-one-out", "leave-one-configuration-out", "prospective"}
+    verdicts = {c["verdict"] for c in calibration["checks"].values()}
+    assert verdicts <= {"passed", "failed", "conservative", "too few trials"}
+    assert calibration["verdict"] == ("failed" if "failed" in verdicts else calibration["verdict"])
+    kept = [r for r in children if r.info.status == "FINISHED" and r.data.metrics["train_acc"] >= 0.9
+            and "sweeper.predicted_mean" in r.data.tags]
+    z = [(r.data.metrics["test_acc"] - float(r.data.tags["sweeper.predicted_mean"]))
+         / float(r.data.tags["sweeper.predicted_sd"]) for r in kept]
+    prospective = calibration["checks"]["prospective"]
+    assert len(kept) > 0 and prospective["n"] == len(kept)
+    assert prospective["coverage95"] == pytest.approx(np.mean(np.abs(z) <= 1.959964), abs=1e-9)
     from mlflow.tracking import MlflowClient
 
     run_metrics = MlflowClient(sweep.tracking_uri).get_run(parent.info.run_id).data.metrics
     assert run_metrics["multiverse_matern52-ard_loo_coverage95"] == pytest.approx(loo["coverage95"])
+    assert run_metrics["multiverse_matern52-ard_prospective_coverage95"] == pytest.approx(prospective["coverage95"])
     tests = pd.read_csv(out / "bayes_factors.csv")
     assert tests["dims"].tolist() == ["all", "lr x width", "lr x family", "width x family"]
     assert set(tests["verdict"]) <= {"interaction", "no interaction", "inconclusive"}

@@ -92,10 +92,13 @@ def test_seed_sweep_report_has_the_caution_qra_and_crane_statistics(seed_sweep) 
     # The surrogate curve models the categorical env.seed x env.threads by coregionalization.
     assert "coregionalization of column 0" in text and "coregionalization of column 1" in text
     assert "surrogate_expected_max.png" in artifacts(sweep, parent.info.run_id)
-    # The curve carries its GP's leave-one-out check, in words and as metrics on the sweep's run.
-    assert "The leave-one-out check of the GP behind this curve:" in text and "too few trials" in text
+    # The curve carries its GP's predictive checks, in words and as metrics on the sweep's run: 8 trials, and
+    # every dim a condition of measurement (one configuration), too few for a verdict.
+    assert "Too few trials to judge the GP behind this curve by its predictive checks" in text
+    assert "leave-one-configuration-out (" in text
     metrics = parent.data.metrics
     assert 0 <= metrics["surrogate_loo_coverage95"] <= 1 and metrics["surrogate_loo_n"] == 8
+    assert metrics["surrogate_loco_n"] == 8 and "surrogate_calibration_failed" not in metrics
     assert metrics["surrogate_loo_rmse"] > 0
 
     # QRA: all 8 trials measured one object (x, y fixed) under differing env.seed and env.threads.

@@ -15,6 +15,8 @@ import pytest
 from sweeper.analysis.live_map import live_map, live_map_pngs
 from sweeper.analysis.map_view import draw_map
 from sweeper.search.grammar import parse_specs
+from sweeper.search.ensemble import GPEnsemble
+from sweeper.search.gp_batch import TAG_MEMBERS
 from sweeper.search.loo import loo_check
 from sweeper.search.policy import BatchFit, MultiversePolicy
 from sweeper.search.settings import PolicySettings
@@ -53,7 +55,7 @@ def test_the_policy_hands_out_the_fit_that_tagged_each_batch(swept) -> None:
     assert [f.batch for f in fits] == [1, 2]  # one per GP batch
     for fit in fits:
         batch = [s for s in policy.suggestions if s.batch == fit.batch]
-        mean, sd = fit.gp.predict(np.array([s.x for s in batch]))
+        mean, sd = fit.gp.predict(np.array([s.x for s in batch]), noise=True)  # of the trial's result
         np.testing.assert_allclose(mean, [s.predicted_mean for s in batch], rtol=1e-12)
         np.testing.assert_allclose(sd, [s.predicted_sd for s in batch], rtol=1e-12)
         finished_before = [s for s in policy.suggestions if s.batch < fit.batch]
@@ -84,9 +86,14 @@ def test_the_map_is_the_searchers_gp_on_the_grid_and_its_numbers_are_loo_checks(
 
 
 def test_a_bounded_metrics_map_is_the_bounded_fits_and_stays_inside_the_bounds() -> None:
-    _, fits = run_policy(f=lambda x, m: 0.5 + 0.45 * math.sin(5 * x[0]) * x[1], bounds=[0, 1])
+    policy, fits = run_policy(f=lambda x, m: 0.5 + 0.45 * math.sin(5 * x[0]) * x[1], bounds=[0, 1])
     fit = fits[0]
-    assert fit.gp.warp is not None  # the fit that tags the points, warped into [0, 1]
+    assert fit.gp.warp is not None  # the model that tags the points, warped into [0, 1] ...
+    # ... the analysis's posterior mixture, whose predictions the prospective check scores
+    assert isinstance(fit.gp, GPEnsemble) and len(fit.gp.members) == TAG_MEMBERS
+    batch = [s for s in policy.suggestions if s.batch == fit.batch]
+    mean, sd = fit.gp.predict(np.array([s.x for s in batch]), noise=True)
+    np.testing.assert_allclose([s.predicted_sd for s in batch], sd, rtol=1e-12)
     live = live_map(SPACE, fit, resolution=5)
     grids = np.concatenate([g.ravel() for g in live.view.contour.mean.values()])
     assert 0.0 < grids.min() and grids.max() < 1.0

@@ -11,7 +11,7 @@ from sweeper.search.ensemble import GPEnsemble
 from sweeper.search.gp import GPFit
 from sweeper.search.gp_fit import fit_gp
 from sweeper.search.kernels import KernelTerm
-from sweeper.search.loo import MIN_COVERAGE95, LOOCheck, loo_check, loo_gaussian
+from sweeper.search.loo import MIN_COVERAGE95, PredictiveCheck, loo_check, loo_gaussian
 from sweeper.search.warping import MetricBounds, OutputWarp
 
 pytestmark = pytest.mark.usefixtures("one_blas_thread")
@@ -147,7 +147,7 @@ def test_check_is_the_pit_of_the_leave_one_out_predictions(which: str, request: 
     assert check.coverage68 == pytest.approx(np.mean(np.abs(ndtri(pit)) <= 1.0))
     assert check.max_abs_residual == pytest.approx(float(np.max(np.abs(ndtri(pit)))), rel=1e-5)
     loo_mean = mean if gp.warp is None else gp.warp.moments(mean, sd)[0]  # metric units
-    np.testing.assert_allclose(check.loo_mean, loo_mean, rtol=1e-6)
+    np.testing.assert_allclose(check.mean, loo_mean, rtol=1e-6)
     assert check.rmse == pytest.approx(float(np.sqrt(np.mean((loo_mean - gp.y) ** 2))), rel=1e-6)
 
 
@@ -172,7 +172,7 @@ def test_mixture_pit_is_the_members_average(warped: GPFit) -> None:
     check = loo_check(GPEnsemble(warped, members))
     singles = [loo_check(m) for m in members]
     np.testing.assert_allclose(check.pit, np.mean([c.pit for c in singles], axis=0), rtol=1e-12)
-    np.testing.assert_allclose(check.loo_mean, np.mean([c.loo_mean for c in singles], axis=0), rtol=1e-12)
+    np.testing.assert_allclose(check.mean, np.mean([c.mean for c in singles], axis=0), rtol=1e-12)
     assert not np.allclose(singles[0].pit, singles[2].pit)  # the members do disagree
 
 
@@ -187,4 +187,4 @@ def test_metrics_have_the_prefix_and_the_numbers(fitted: GPFit) -> None:
     assert all(isinstance(v, float) for v in metrics.values())
     assert set(check.metrics("")) == {"loo_coverage68", "loo_coverage95", "loo_rmse", "loo_max_abs_residual",
                                       "loo_n"}
-    assert isinstance(check, LOOCheck) and check.summary()["n"] == 24
+    assert isinstance(check, PredictiveCheck) and check.summary()["n"] == 24

@@ -109,7 +109,7 @@ def test_the_report_reads_the_sweeps_bounds_and_keeps_its_curve_inside(tmp_path:
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["metric_bounds"] == [low, high] and summary["surrogate"]["loo"]["n"] == len(values)
     assert "warp" in summary["surrogate"]["hyperparameters"]
-    assert "leave-one-out check of the GP behind this curve" in report.markdown.read_text()
+    assert "The GP behind this curve" in report.markdown.read_text() and "leave-one-out (" in report.markdown.read_text()
     # --bounds overrides the sweep's; bounds the values break are refused before anything is written.
     with pytest.raises(ReportError, match=r"kept trial\(s\) have acc outside the bounds \[0, 0.2\]"):
         build_report(records, out_dir=tmp_path / "b", bounds=MetricBounds(0.0, 0.2))

@@ -1,0 +1,51 @@
+"""The predictive checks of a sweep's GP from its records: which dims are replicates, what the searcher predicted.
+
+:mod:`sweeper.search.calibration` scores a GP; this module reads what it needs from a sweep:
+the dims whose values are conditions of measurement rather than choices (``env.*`` and
+seeds: their replicates leave together), and each trial's prediction, recorded by the searcher
+before the trial ran (the ``sweeper.predicted_mean`` / ``sweeper.predicted_sd`` tags).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from sweeper.search.calibration import Calibration, calibration, prospective_check
+from sweeper.search.loo import PredictiveCheck
+from sweeper.search.space import SearchSpace
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+#: Dims that are seeds (besides every ``env.*`` dim).
+SEED_DIMS = ("seed", "env.seed")
+
+
+def replicate_columns(space: SearchSpace | None) -> list[int]:
+    """Columns of ``space`` that are conditions of measurement: ``env.*`` and seed dims."""
+    if space is None:
+        return []
+    return [i for i, name in enumerate(space.names) if name.startswith("env.") or name in SEED_DIMS]
+
+
+def searcher_predictions(kept: pd.DataFrame, metric: str) -> PredictiveCheck | None:
+    """The prospective check of the searcher's recorded predictions of the ``kept`` trials (None: it made none)."""
+    columns = ("tag.predicted_mean", "tag.predicted_sd", f"metric.{metric}")
+    if not all(c in kept for c in columns):
+        return None
+    mean, sd, y = (np.asarray(kept[c].map(_number), dtype=np.float64) for c in columns)
+    return prospective_check(y, mean, sd)
+
+
+def sweep_calibration(model: Any, space: SearchSpace | None, kept: pd.DataFrame, metric: str) -> Calibration:
+    """The checks of ``model`` fitted to the ``kept`` trials: LOO, LOCO and the searcher's own predictions."""
+    return calibration(model, replicate_columns(space), searcher_predictions(kept, metric))
+
+
+def _number(value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return float("nan")

@@ -1,0 +1,141 @@
+"""Is the GP behind a curve or a map calibrated? The verdict of its predictive checks, in words.
+
+A map is drawn from a GP that interpolates between trials, and its band is only as honest as
+the GP's uncertainty. Three checks look at that uncertainty from different sides:
+
+* **leave-one-out** (:func:`sweeper.search.loo.loo_check`): each trial predicted from the others;
+  it tests interpolation between the points the sweep has seen;
+* **leave-one-configuration-out**: every replicate of a configuration left out at once, so a
+  seed's copies cannot vouch for each other;
+* **prospective** (:func:`prospective_check`): each trial the searcher chose by the GP was
+  predicted (mean and sd of its result) before it ran. IVR sends trials where the GP knows
+  least, so these are predictions into regions no trial had visited: what the two checks
+  above cannot see (Dawid 1984's prequential principle: judge a forecaster by forecasts made
+  before the outcome).
+
+The verdict shown next to a curve or a map is the worst of the checks that have enough
+trials (:class:`Calibration`): ``failed`` when any judged check's 95 % intervals hold fewer
+than 85 % of what it predicted, too few to be chance (:attr:`sweeper.search.loo.PredictiveCheck.ok`),
+``too few trials`` when none can be judged. Measured against
+the truth of real maps in ``bench/calibration.py`` (bench/README.md §7).
+
+References:
+    Dawid, A. P. (1984). Statistical theory: the prequential approach. JRSS A 147.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy.special import ndtr
+
+from sweeper.search.loo import ADVICE, LOCO, LOO, PROSPECTIVE, PredictiveCheck, score_pit
+
+_ORDER = {"failed": 3, "passed": 2, "conservative": 1}
+
+
+def prospective_check(y: ArrayLike, mean: ArrayLike, sd: ArrayLike) -> PredictiveCheck | None:
+    """Score the searcher's predictions ``(mean, sd)`` of the trials it chose against their results ``y``.
+
+    Each prediction is read as a Gaussian in the metric's units (the searcher records the mean
+    and sd of its predictive, observation noise included): ``u = Phi((y - mean) / sd)``. A
+    prediction with ``sd = 0`` holds only its own value. Trials without a finite prediction or
+    result are left out; None when none is left.
+    """
+    y, mean, sd = (np.asarray(a, dtype=np.float64) for a in (y, mean, sd))
+    ok = np.isfinite(y) & np.isfinite(mean) & np.isfinite(sd) & (sd >= 0)
+    if not ok.any():
+        return None
+    y, mean, sd = y[ok], mean[ok], sd[ok]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        z = np.where(sd > 0, (y - mean) / np.where(sd > 0, sd, 1.0), np.where(y == mean, 0.0, np.sign(y - mean) * np.inf))
+    return score_pit(ndtr(z), mean, y, PROSPECTIVE)
+
+
+def sweep_prospective_check(suggestions: Iterable[Any], results: Mapping[int, float]) -> PredictiveCheck | None:
+    """:func:`prospective_check` of a sweep's own suggestions (``predicted_mean``, ``predicted_sd``) and results."""
+    scored = [(results[s.index], s.predicted_mean, s.predicted_sd) for s in suggestions
+              if s.predicted_mean is not None and s.predicted_sd is not None and s.index in results]
+    return prospective_check(*np.array(scored).T) if scored else None
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """The predictive checks of one GP and their joint verdict (see the module docstring)."""
+
+    checks: tuple[PredictiveCheck, ...]
+    #: Whether the GP modelled the metric inside declared bounds (None: not known); shapes the advice.
+    bounded: bool | None = None
+
+    def check(self, kind: str) -> PredictiveCheck | None:
+        return next((c for c in self.checks if c.kind == kind), None)
+
+    @property
+    def judged(self) -> list[PredictiveCheck]:
+        return [c for c in self.checks if c.judged]
+
+    def verdict(self) -> str:
+        """``failed``, ``passed``, ``conservative`` (every judged check) or ``too few trials``."""
+        judged = self.judged
+        if not judged:
+            return "too few trials"
+        return max((c.verdict() for c in judged), key=_ORDER.__getitem__)
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict() != "failed"
+
+    def sentence(self, what: str) -> str:
+        """The verdict in words for a reader of ``what`` (e.g. "these maps"), with each check's numbers."""
+        parts = "; ".join(c.numbers() + ("" if c.judged else " (too few to judge)") for c in self.checks)
+        verdict = self.verdict()
+        if verdict == "failed":
+            failed = ", ".join(c.kind for c in self.judged if not c.ok)
+            return (f"**Warning: the GP behind {what} failed its {failed} check (its 95 % intervals held fewer "
+                    f"than 85 % of the results, too few to be chance): it is overconfident, so {what} cannot be "
+                    f"trusted as drawn.** {self.advice()} Checks: {parts}.")
+        if verdict == "too few trials":
+            return f"Too few trials to judge the GP behind {what} by its predictive checks. Checks: {parts}."
+        wide = " (wider than they need be: conservative)" if verdict == "conservative" else ""
+        return (f"The GP behind {what} passed its predictive checks{wide}: its uncertainty is consistent with how "
+                f"it predicts trials it was not given. Checks: {parts}.")
+
+    def advice(self) -> str:
+        """What would help when the verdict is ``failed``: bounds first when the metric has none."""
+        if self.bounded:
+            return ("What would help: more trials (the checks' failures sit where the GP had least data); another "
+                    "kernel (--kernel).")
+        return ADVICE
+
+    def metrics(self, prefix: str) -> dict[str, float]:
+        """Every check's metrics (``<prefix>loo_coverage95``, ...) and ``<prefix>calibration_failed`` (0/1)."""
+        out: dict[str, float] = {}
+        for c in self.checks:
+            out.update(c.metrics(prefix))
+        verdict = self.verdict()
+        if verdict != "too few trials":
+            out[f"{prefix}calibration_failed"] = float(verdict == "failed")
+        return out
+
+    def summary(self, what: str) -> dict[str, Any]:
+        """For ``summary.json``: the overall ``verdict``, the sentence, and each check with its own ``verdict``."""
+        return {"verdict": self.verdict(), "sentence": self.sentence(what),
+                "checks": {c.kind: c.summary() for c in self.checks}}
+
+
+def calibration(model: Any, replicate_columns: Sequence[int] = (),
+                prospective: PredictiveCheck | None = None) -> Calibration:
+    """The leave-one-out and leave-one-configuration-out checks of ``model``, with ``prospective`` when given."""
+    from sweeper.search.loo import loo_check
+
+    checks = [loo_check(model, replicate_columns), loo_check(model, replicate_columns, by_configuration=True)]
+    if prospective is not None:
+        checks.append(prospective)
+    return Calibration(tuple(checks), bounded=getattr(model, "warp", None) is not None)
+
+
+__all__ = ["LOCO", "LOO", "PROSPECTIVE", "Calibration", "calibration", "prospective_check", "sweep_prospective_check"]
