@@ -178,6 +178,9 @@ def _add_report_parser(sub: Any) -> None:
                              "; the others are marked filtered and left out of the statistics")
     report.add_argument("--surrogate", choices=("auto", "always", "never"), default="auto",
                         help="GP surrogate-based expected-max curve: auto = when the strategy is not random")
+    report.add_argument("--scale-min", type=float, default=0.0, metavar="LOW",
+                        help="lowest possible score of the metrics, subtracted before QRA's CV* (Belz et al. 2022): "
+                             "0 for an accuracy (default), 1 for a 1..7 rating")
     report.add_argument("--out", default=None, metavar="DIR", help="output folder (default: ./report-<experiment>)")
     report.add_argument("--no-log", action="store_true", help="write the files only; log nothing to MLflow")
 
@@ -194,7 +197,8 @@ def _report(args: argparse.Namespace) -> int:
         out = Path(args.out or f"report-{args.experiment}").resolve()
         surrogate = {"auto": None, "always": True, "never": False}[args.surrogate]
         report = build_report(records, metric=args.metric, mode=args.mode, group_by=args.group_by,
-                              trial_filter=rule, out_dir=out, surrogate=surrogate, bounds=_bounds(args))
+                              trial_filter=rule, out_dir=out, surrogate=surrogate, bounds=_bounds(args),
+                              scale_min=args.scale_min)
     except (SweepNotFoundError, FilterError, ReportError) as exc:
         print(f"sweeper report: {exc}", file=sys.stderr)
         return 1

@@ -139,7 +139,7 @@ def qra(
         raise ValueError(
             f"mean after subtracting scale_min={scale_min!r} is {mean:.6g} <= 0, so the "
             "coefficient of variation is undefined: set scale_min to the lowest possible "
-            "score of the scale (e.g. 1 for a 1..7 rating, 0 for accuracy)"
+            "score of the scale (e.g. 1 for a 1..7 rating, 0 for accuracy; sweeper report --scale-min LOW)"
         )
     from scipy.stats import t as student_t  # noqa: PLC0415  (scipy.stats takes ~1 s to import)
 

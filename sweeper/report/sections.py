@@ -170,6 +170,11 @@ def surrogate_section(out: OutputDir, surrogate: SurrogateCurve | None, skipped:
     return blocks
 
 
+def _scale_min(groups: Sequence[QRAGroup]) -> float:
+    """The scale minimum the groups' QRA subtracted (0 when none was computed)."""
+    return next((r.scale_min for g in groups for r in g.results.values() if isinstance(r, QRA)), 0.0)
+
+
 def qra_section(out: OutputDir, groups: Sequence[QRAGroup], measurands: Sequence[str]) -> list[Block]:
     """Belz's conditions-of-measurement table and the QRA line of each group of repeated measurements."""
     import pandas as pd
@@ -178,7 +183,8 @@ def qra_section(out: OutputDir, groups: Sequence[QRAGroup], measurands: Sequence
     blocks.append(Paragraph(
         "Trials measured the same **object** when every param that is not an environment condition (`env.*`, "
         "`seed`) is equal; each metric is a **measurand**. CV* is the small-sample corrected coefficient of "
-        "variation, in percent (scale minimum 0); std is unbiased (c4), with its 95 % confidence interval. n counts "
+        f"variation, in percent (scale minimum {_scale_min(groups):g}, set by --scale-min); std is unbiased (c4), "
+        "with its 95 % confidence interval. n counts "
         "distinct measurements: results bit-identical under the same seed are one measurement repeated and count "
         "once; a measurand equal in every measurement is `constant` and gets no CV* (no spread is not precision)."))
     qra_rows, condition_rows = [], []

@@ -82,7 +82,7 @@ def bounded_tagger(X: NDArray[np.float64], y: NDArray[np.float64], bounds: Metri
     The maps and the curve are drawn from the posterior mixture of
     :mod:`sweeper.search.hyperposterior`; the prospective check (:mod:`sweeper.search.calibration`)
     scores these predictions, so they come from that model. The maximum-likelihood bounded fit
-    predicted too surely: 38-67 % of its SGD-map predictions held their results at 95 %,
+    predicted too surely: 21-67 % of its SGD-map predictions held their results at 95 % (5 seeds),
     against 88-100 % for the mixture (bench/README.md §7). Above ``TAG_MIXTURE_MAX_TRIALS`` the
     hyperparameters are pinned down and the sampler's cost (6 s at 32 trials in 6 dims) is not
     worth it: the bounded fit, warm-started, tags.

@@ -155,3 +155,15 @@ def test_load_sweep_pages_through_every_run(tmp_path: Path, monkeypatch: pytest.
         runs.load_sweep("paged", uri, run_id=child)
     with pytest.raises(runs.SweepNotFoundError, match="the file does not exist"):
         runs.load_sweep("paged", f"sqlite:///{tmp_path / 'missing.db'}")
+
+
+def test_the_scale_minimum_the_qra_advice_names_is_an_option(seed_sweep, tmp_path: Path) -> None:
+    sweep, _, _ = seed_sweep
+    proc = report_cli(sweep, "noisy", tmp_path / "r", "--scale-min", "0.1", "--surrogate", "never", "--no-log")
+    assert proc.returncode == 0, proc.stderr
+    parent, children = sweep.runs("noisy")
+    expected = qra([r.data.metrics["score"] for r in children], scale_min=0.1)
+    row = pd.read_csv(tmp_path / "r" / "qra.csv").set_index("measurand").loc["score"]
+    assert row["cv_star"] == pytest.approx(expected.cv_star, abs=1e-9) and expected.cv_star != qra(
+        [r.data.metrics["score"] for r in children]).cv_star
+    assert "scale minimum 0.1, set by --scale-min" in (tmp_path / "r" / "report.md").read_text()
