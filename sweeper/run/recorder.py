@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import logging
 import math
+import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,7 @@ from sweeper.run.trial import (
     CONFIG_KEY,
     DURATION_KEY,
     ERROR_KEY,
+    JOB_LOG_KEY,
     METRICS_KEY,
     PACKAGES_KEY,
     REPLAYED_KEY,
@@ -321,10 +323,23 @@ class TrialRecorder(Callback):
         self.writer.finish(what, run, "FINISHED" if record.status == "FINISHED" else "FAILED")
         self.records[record.index] = record
         outcome = (f"{self.metric}={record.value:.6g}" if record.status == "FINISHED"
-                   else f"{record.status}: {record.error}")
+                   else f"{record.status}: {record.error}{_log_pointer(result)}")
         log.info("[%d/%d] #%d %s batch %d  %s  %s  (%.2f s)", len(self.records), self.num_trials,
                  record.index, record.phase, record.batch, format_params(record.params), outcome,
                  record.duration_s)
+
+
+def _log_pointer(result: dict[str, Any]) -> str:
+    """`` (log: <the job's log file>)`` for a trial whose job wrote one, naming the node when not this one.
+
+    The job's log holds what the job printed and, for a failed trial, its traceback
+    (:mod:`sweeper.run.job_output`, ``sweeper.run.trial._job_files``): the place to look first.
+    """
+    path = result.get(JOB_LOG_KEY)
+    if not path:
+        return ""
+    host = (result.get(CONDITIONS_KEY) or {}).get("host")
+    return f" (log: {path}{f' on host {host}' if host and host != socket.gethostname() else ''})"
 
 
 def _tune_error(trial: Trial) -> str:

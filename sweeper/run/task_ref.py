@@ -25,15 +25,21 @@ where the worker's ``__main__`` is the script) the function itself is used.
 :class:`sweeper.run.trial.TrialContext` holds the reference as its first field, so that the
 script is imported before anything else of the context (a config whose node is a dataclass
 of the script) is unpickled.
+
+To logging, the script is ``__main__`` as under the basic launcher: ``logging.getLogger(__name__)`` in
+it gives the ``__main__`` logger, so its records read ``[__main__]`` and Hydra's ``hydra.verbose=__main__``
+and ``hydra/job_logging`` entries keyed by ``__main__`` apply to them (:func:`_logging_as_main`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import inspect
+import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -73,7 +79,8 @@ class TaskRef:
         # ``_target_: __main__.Model`` (hydra.utils.instantiate) finds the script's class.
         sys.modules["__main__"] = module
         try:
-            return function(*args, **kwargs)
+            with _logging_as_main(module.__name__):
+                return function(*args, **kwargs)
         finally:
             sys.modules["__main__"] = main  # type: ignore[assignment]
 
@@ -146,7 +153,8 @@ def _script_module(path: str, relative: str | None, module_name: str | None = No
         if os.getcwd() not in sys.path:
             sys.path.insert(0, os.getcwd())  # as ``python -m`` puts the current directory first
         try:
-            module = importlib.import_module(module_name)
+            with _logging_as_main(module_name):
+                module = importlib.import_module(module_name)
         except ImportError:
             pass  # not importable on this node: load the file
         else:
@@ -167,11 +175,44 @@ def _script_module(path: str, relative: str | None, module_name: str | None = No
         sys.path.insert(0, folder)  # the script's sibling modules import as they do when it runs
     sys.modules[MAIN_ALIAS] = module
     try:
-        spec.loader.exec_module(module)
+        with _logging_as_main(MAIN_ALIAS):
+            spec.loader.exec_module(module)
     except BaseException:
         del sys.modules[MAIN_ALIAS]
         raise
     return module
+
+
+@contextlib.contextmanager
+def _logging_as_main(name: str) -> Iterator[None]:
+    """While the script is imported or its task runs, ``logging.getLogger(name)`` is the ``__main__`` logger.
+
+    Why: under the basic launcher the script is ``__main__``, so ``logging.getLogger(__name__)`` (at import
+    or in the task) is the logger that Hydra's ``hydra.verbose=__main__`` and a ``job_logging`` entry for
+    ``__main__`` configure, and its records read ``[__main__]``. In a worker the module's ``__name__`` is
+    ``name`` (it must not be ``"__main__"`` there: the script's ``if __name__ == "__main__"`` would run, and
+    classes would name a module that pickling cannot find), so its logger is aliased instead: the logging
+    manager's entry for ``name`` is the ``__main__`` logger itself, one object, one level and one set of
+    handlers. The alias holds only in these two windows, not while Hydra configures the job's logging:
+    ``logging.config.dictConfig`` treats every entry as a logger of its own, and with
+    ``disable_existing_loggers: true`` would disable the ``__main__`` logger through its alias even when
+    the config names ``__main__``.
+    """
+    manager = logging.Logger.manager
+    main_logger = logging.getLogger("__main__")
+    if name == "__main__" or manager.loggerDict.get(name) is main_logger:
+        yield
+        return
+    previous = manager.loggerDict.get(name)
+    manager.loggerDict[name] = main_logger
+    try:
+        yield
+    finally:
+        if manager.loggerDict.get(name) is main_logger:
+            if previous is None:
+                del manager.loggerDict[name]
+            else:
+                manager.loggerDict[name] = previous
 
 
 def _task_in(module: ModuleType, qualname: str) -> Callable[..., Any]:

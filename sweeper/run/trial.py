@@ -9,10 +9,11 @@ and its checkpoints (:mod:`sweeper.checkpoint`) routed through Ray Tune
 (:mod:`sweeper.run.checkpoints`), captures the conditions of measurement of *this* process, and
 returns one result dict. Exceptions and unusable metrics never escape: they become a FAILED
 result with the reason (a ``MemoryError`` says "out of memory"), so the driver records them and
-the sweep goes on. With ``trial_timeout_s`` the task runs in a thread of its own and a trial
-over the limit ends TIMEOUT (:mod:`sweeper.run.faults`); one stuck in native code ends its
-worker process after reporting. Infrastructure faults (a dead worker) still surface as Tune
-errors, which Tune may retry.
+the sweep goes on. What the job prints goes to its Hydra job's log file too, and a failed trial's
+traceback is written there (:mod:`sweeper.run.job_output`, :func:`_job_files`). With
+``trial_timeout_s`` the task runs in a thread of its own and a trial over the limit ends TIMEOUT
+(:mod:`sweeper.run.faults`); one stuck in native code ends its worker process after reporting.
+Infrastructure faults (a dead worker) still surface as Tune errors, which Tune may retry.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from sweeper.run.compose import TrialComposer
 from sweeper.run.faults import TIMEOUT_STATUS, TimeLimitExceeded, call_with_time_limit, task_error_message
 from sweeper.run.job import run_split_job
 from sweeper.run.job import usable as split_job_usable
+from sweeper.run.job_output import JobOutput, job_log_handlers
 from sweeper.search.settings import TRIAL_KEY
 from sweeper.search.space import SearchSpace
 from sweeper.search.warping import MetricBounds
@@ -183,31 +185,10 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
     params = {k: v for k, v in config.items() if k != TRIAL_KEY}
     started = time.perf_counter()
     result: dict[str, Any] = {ctx.metric: math.nan, STATUS_KEY: "FAILED", METRICS_KEY: {}, CONFIG_KEY: {}}
-    in_force: EnvironmentInForce | None = None
-    job: JobReturn | None = None
-    try:
-        def run() -> tuple[JobReturn, EnvironmentInForce | None]:
-            with reporting_to(_report_step), storing_in(TuneCheckpoints()), in_launch_dir(ctx.launch_dir):
-                return _run_job(ctx, ctx.space.dim_overrides(params), index)
-
-        limit = ctx.trial_timeout_s
-        job, in_force = run() if limit is None else call_with_time_limit(run, limit)
-        result[CONFIG_KEY] = _flat_task_config(job)
-        metrics = metrics_from_return(job.return_value, ctx.metric, ctx.metric_bounds)
-        result.update({ctx.metric: metrics[ctx.metric], STATUS_KEY: "FINISHED", METRICS_KEY: metrics})
-    except TimeLimitExceeded as exc:
-        result.update({STATUS_KEY: TIMEOUT_STATUS, ERROR_KEY: str(exc), TRACEBACK_KEY: exc.stack})
-        if exc.stuck:
-            result[WORKER_ENDS_KEY] = True
-    except Exception as exc:  # noqa: BLE001 - any task fault becomes a FAILED trial
-        result[ERROR_KEY] = str(exc) if isinstance(exc, TrialError) else task_error_message(exc)
-        if isinstance(exc, MissingMetricError):
-            result[RETURNED_KEY] = exc.returned
-        elif not isinstance(exc, TrialError):
-            result[EXCEPTION_KEY] = f"{type(exc).__module__}.{type(exc).__qualname__}"
-        result[TRACEBACK_KEY] = "".join(traceback.format_exception(exc))
-    if job is not None:
-        result.update(_job_files(job, index, result))
+    with JobOutput() as output:  # what the job prints goes to its log file too (sweeper.run.job_output)
+        job, in_force = _run_and_judge(ctx, params, index, result, output)
+        if job is not None:
+            result.update(_job_files(job, index, result))
     result[DURATION_KEY] = time.perf_counter() - started
     if ctx.shipped_code is None:
         conditions = capture_conditions(ctx.code_dir)
@@ -227,6 +208,35 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
     return result
 
 
+def _run_and_judge(ctx: TrialContext, params: dict[str, Any], index: int, result: dict[str, Any],
+                   output: JobOutput) -> tuple[JobReturn | None, EnvironmentInForce | None]:
+    """Run the trial's job and put its status, metrics or error in ``result``; never raises for task faults."""
+    job: JobReturn | None = None
+    in_force: EnvironmentInForce | None = None
+    try:
+        def run() -> tuple[JobReturn, EnvironmentInForce | None]:
+            with reporting_to(_report_step), storing_in(TuneCheckpoints()), in_launch_dir(ctx.launch_dir):
+                return _run_job(ctx, ctx.space.dim_overrides(params), index, output.task(ctx.task_function))
+
+        limit = ctx.trial_timeout_s
+        job, in_force = run() if limit is None else call_with_time_limit(run, limit)
+        result[CONFIG_KEY] = _flat_task_config(job)
+        metrics = metrics_from_return(job.return_value, ctx.metric, ctx.metric_bounds)
+        result.update({ctx.metric: metrics[ctx.metric], STATUS_KEY: "FINISHED", METRICS_KEY: metrics})
+    except TimeLimitExceeded as exc:
+        result.update({STATUS_KEY: TIMEOUT_STATUS, ERROR_KEY: str(exc), TRACEBACK_KEY: exc.stack})
+        if exc.stuck:
+            result[WORKER_ENDS_KEY] = True
+    except Exception as exc:  # noqa: BLE001 - any task fault becomes a FAILED trial
+        result[ERROR_KEY] = str(exc) if isinstance(exc, TrialError) else task_error_message(exc)
+        if isinstance(exc, MissingMetricError):
+            result[RETURNED_KEY] = exc.returned
+        elif not isinstance(exc, TrialError):
+            result[EXCEPTION_KEY] = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        result[TRACEBACK_KEY] = "".join(traceback.format_exception(exc))
+    return job, in_force
+
+
 def _job_files(job: JobReturn, index: int, result: Mapping[str, Any]) -> dict[str, str]:
     """Where the trial's Hydra job left its files; a failed trial's error and traceback go to its log.
 
@@ -240,9 +250,7 @@ def _job_files(job: JobReturn, index: int, result: Mapping[str, Any]) -> dict[st
     except Exception:  # noqa: BLE001 - a job without Hydra's runtime settings: nothing to point to
         return {}
     files = {JOB_DIR_KEY: output_dir}
-    inside = os.path.join(os.path.abspath(output_dir), "")
-    handlers = [h for h in logging.getLogger().handlers
-                if isinstance(h, logging.FileHandler) and h.baseFilename.startswith(inside)]
+    handlers = job_log_handlers(output_dir)
     if not handlers:
         return files
     files[JOB_LOG_KEY] = handlers[0].baseFilename
@@ -321,14 +329,15 @@ def in_launch_dir(launch_dir: str | None) -> Iterator[None]:
         os.chdir(here)
 
 
-def _run_job(ctx: TrialContext, dim_overrides: list[str], index: int) -> tuple[JobReturn, EnvironmentInForce | None]:
-    """Compose the trial's config, put its ``env`` block in force, run the task through Hydra."""
+def _run_job(ctx: TrialContext, dim_overrides: list[str], index: int,
+             task_function: TaskFunction) -> tuple[JobReturn, EnvironmentInForce | None]:
+    """Compose the trial's config, put its ``env`` block in force, run ``task_function`` (the task) through Hydra."""
     setup_globals()
     Singleton.set_state(ctx.singleton_state)
     if ctx.composer.split_ok and split_job_usable(ctx.hydra_context):
         trial = ctx.composer.split(dim_overrides, index)
         in_force = _environment(trial.task)
-        return run_split_job(ctx.task_function, trial), in_force
+        return run_split_job(task_function, trial), in_force
     sweep_config = ctx.composer.compose(dim_overrides)
     with open_dict(sweep_config):
         sweep_config.hydra.job.id = f"{sweep_config.hydra.job.name}_{index}"
@@ -336,7 +345,7 @@ def _run_job(ctx: TrialContext, dim_overrides: list[str], index: int) -> tuple[J
     in_force = _environment(sweep_config)
     return run_job(  # sets HydraConfig itself
         hydra_context=ctx.hydra_context,
-        task_function=ctx.task_function,
+        task_function=task_function,
         config=sweep_config,
         job_dir_key="hydra.sweep.dir",
         job_subdir_key="hydra.sweep.subdir",

@@ -38,7 +38,9 @@ APPS: dict[str, dict[str, Any]] = {
     "module_state": {},  # lru_cache'd helper and module-level state; no mlflow block
     "structured": {"metric": "score"},  # dataclass config in the ConfigStore, an Enum field, a dict returned
     "groups": {},  # config groups, a defaults list, ${model.width}, ${oc.env:...}, ${hydra:job.name}
-    "runtime": {},  # HydraConfig.get(), a file in hydra.runtime.output_dir, Python logging
+    # HydraConfig.get(), a file in hydra.runtime.output_dir, Python logging by getLogger(__name__) at DEBUG and
+    # INFO, shown at DEBUG by Hydra's hydra.verbose=__main__ (issue 34)
+    "runtime": {"args": ["hydra.verbose=__main__"]},
     "data_file": {},  # hydra.utils.to_absolute_path / get_original_cwd for a data file
     "sibling": {},  # a module next to the script, imported by it
     "failures": {},  # None for failure, a float otherwise
@@ -82,6 +84,17 @@ def _files(job: Path) -> dict[str, str | None]:
     return out
 
 
+def _log_lines(job: Path) -> list[str]:
+    """The job's log records without their time stamps: ``[__main__][INFO] - trained with x=1``."""
+    return [line.split("]", 1)[1] for log in sorted(job.glob("*.log")) for line in log.read_text().splitlines()
+            if line.startswith("[") and "]" in line]
+
+
+def _in_order_within(lines: list[str], within: list[str]) -> bool:
+    rest = iter(within)
+    return all(any(line == other for other in rest) for line in lines)
+
+
 @pytest.mark.parametrize("name", list(APPS))
 def test_a_plain_hydra_app_runs_under_the_sweeper_as_under_the_basic_launcher(name: str, tmp_path: Path) -> None:
     basic_dir, sweep_dir = tmp_path / "basic", tmp_path / "sweeper"
@@ -90,7 +103,7 @@ def test_a_plain_hydra_app_runs_under_the_sweeper_as_under_the_basic_launcher(na
 
     settings = APPS[name]
     run = tuple(settings.get("run", ("app.py",)))
-    basic = _run(basic_dir, "hydra.sweep.dir=multirun",
+    basic = _run(basic_dir, "hydra.sweep.dir=multirun", *settings.get("args", []),
                  "++hydra.callbacks.record._target_=tests.integration.user_apps.record.RecordReturn", run=run)
     assert basic.returncode == 0, basic.stdout + basic.stderr
     basic_jobs = _jobs(basic_dir / "multirun")
@@ -105,7 +118,8 @@ def test_a_plain_hydra_app_runs_under_the_sweeper_as_under_the_basic_launcher(na
         STORE_TEMPLATE.copy_to(sweep_dir / "mlruns.db")
     swept = _run(sweep_dir, "hydra/sweeper=multiverse", "hydra.sweep.dir=multirun", "hydra.sweeper.strategy=grid",
                  "hydra.sweeper.num_trials=2", "hydra.sweeper.max_failure_rate=1",
-                 f"hydra.sweeper.metric={settings.get('metric', 'objective')}", *ray, run=run, env_extra=ray_env)
+                 f"hydra.sweeper.metric={settings.get('metric', 'objective')}", *settings.get("args", []), *ray,
+                 run=run, env_extra=ray_env)
     output = swept.stdout + swept.stderr
     assert swept.returncode == 0, output
     sweeper_jobs = _jobs(sweep_dir / "multirun")
@@ -132,3 +146,7 @@ def test_a_plain_hydra_app_runs_under_the_sweeper_as_under_the_basic_launcher(na
 
     for x in (1, 2):
         assert _files(sweeper_jobs[x]) == _files(basic_jobs[x]), x
+        # The job's log holds what the basic launcher's does, logger names and levels included (it may hold more:
+        # what the job printed, a failed trial's traceback).
+        assert _in_order_within(_log_lines(basic_jobs[x]), _log_lines(sweeper_jobs[x])), \
+            (x, _log_lines(basic_jobs[x]), _log_lines(sweeper_jobs[x]))

@@ -1,4 +1,4 @@
-"""HydraConfig.get() in the task, a file written to hydra.runtime.output_dir, Python logging."""
+"""HydraConfig.get() in the task, a file written to hydra.runtime.output_dir, Python logging (DEBUG and INFO)."""
 import logging
 from pathlib import Path
 
@@ -14,6 +14,7 @@ def main(cfg: DictConfig) -> float:
     hc = HydraConfig.get()
     out = Path(hc.runtime.output_dir)
     (out / "result.txt").write_text(f"{hc.job.name} x={cfg.x}\n")
+    log.debug("training with x=%s", cfg.x)
     log.info("trained with x=%s", cfg.x)
     return float(cfg.x) ** 2
 
