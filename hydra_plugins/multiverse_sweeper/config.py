@@ -9,7 +9,8 @@ Two nodes are stored:
   Add ``- sweeper_defaults`` to an application's defaults list to get them typed.
 """
 
-from dataclasses import dataclass, field
+import sys
+from dataclasses import dataclass, field, fields
 from typing import Any, Dict, List, Optional
 
 from hydra.core.config_store import ConfigStore
@@ -20,8 +21,8 @@ class MultiverseSweeperConf:
     """Settings of one sweep; field names equal the sweeper's constructor arguments."""
 
     _target_: str = "hydra_plugins.multiverse_sweeper.multiverse_sweeper.MultiverseSweeper"
-    # random | sobol | grid (the full factorial of the discrete dims in a seeded order, replicated beyond its
-    # size) | ivr (Sobol points, then GP integrated variance reduction) | ucb (Sobol points, then GP-UCB)
+    # random | sobol | grid (the full factorial of the discrete dims in a seeded order, each point once) | ivr
+    # (Sobol points, then GP integrated variance reduction) | ucb (Sobol points, then GP-UCB)
     strategy: str = "ivr"
     metric: str = "objective"  # the task's output to model; a float return is named this
     # max | min: the metric's direction (for ucb and for the best trial). null: max, with a warning at the start
@@ -31,10 +32,14 @@ class MultiverseSweeperConf:
     # points planned together from one GP fit; with ivr and without deterministic, the rest of a batch is
     # re-planned when results arrived since it was planned and the refit is short next to the trials
     batch_size: int = 8
-    num_trials: int = 32  # trials in the sweep, failed ones included
+    # trials in the sweep, failed ones included; null: 32, or with strategy=grid the grid's size x grid_repeats
+    # (any other number is refused there)
+    num_trials: Optional[int] = None
+    grid_repeats: int = 1  # strategy=grid: how many times the whole grid runs, in the same order
     # the search space: key -> a string of Hydra's override grammar, e.g. lr: tag(log, interval(1e-4, 1));
-    # a key given on the command line replaces the same key here
-    params: Dict[str, Any] = field(default_factory=dict)
+    # a key given on the command line replaces the same key here; hydra.sweeper.params={} (or null) on the
+    # command line clears what the YAML gives
+    params: Optional[Dict[str, Any]] = field(default_factory=dict)
     seed: int = 0  # the searcher's own seed: Sobol scramble, candidates, integration points, GP restarts
     deterministic: bool = False  # commit to whole batches: same points whatever the timing
     max_failure_rate: float = 0.5  # start no new trial once more than this fraction of num_trials failed
@@ -77,6 +82,73 @@ class MultiverseSweeperConf:
     preempt_grace_s: float = 120.0
 
 
+SWEEPER_KEY = "hydra.sweeper"
+
+
+def unknown_setting_problem(key: str, value: Any) -> str:
+    """The problem of ``hydra.sweeper.KEY=value`` naming no setting, with the closest setting (difflib) as the fix."""
+    import difflib
+
+    names = [f.name for f in fields(MultiverseSweeperConf) if f.name != "_target_"]
+    close = difflib.get_close_matches(key, names, n=1)
+    text = value if isinstance(value, str) else repr(value)
+    fix = (f"did you mean {SWEEPER_KEY}.{close[0]}? Try {SWEEPER_KEY}.{close[0]}={text}" if close
+           else f"the settings are {', '.join(names)}")
+    return f"{SWEEPER_KEY}.{key}={text} is not a setting of the multiverse sweeper: {fix}."
+
+
+def _override_problem(override: Any) -> Optional[str]:
+    """What is wrong with one override of a ``hydra.sweeper`` key Hydra refused, or None if nothing we know of."""
+    key = str(override.key_or_group)
+    if not key.startswith(SWEEPER_KEY + "."):
+        return None
+    name = key[len(SWEEPER_KEY) + 1:].split(".")[0]
+    if override.is_delete():
+        if name == "params":
+            return (f"~{key}: the sweeper's settings cannot be deleted; to sweep only what the command line "
+                    f"gives, clear the YAML's params with {SWEEPER_KEY}.params={{}}.")
+        return f"~{key}: the sweeper's settings cannot be deleted; give it a value instead, e.g. {key}=null."
+    if name not in {f.name for f in fields(MultiverseSweeperConf)}:
+        return unknown_setting_problem(name, override.input_line.split("=", 1)[1] if "=" in override.input_line
+                                       else "")
+    return None
+
+
+def _explain_sweeper_overrides() -> None:
+    """Make Hydra's refusal of a ``hydra.sweeper`` override say what to type instead.
+
+    Hydra refuses ``hydra.sweeper.num_trails=8`` (no setting of that name) and ``~hydra.sweeper.params`` while
+    it composes the config, before the sweeper exists, with a message that names no fix. Its step that applies
+    the overrides is wrapped here (this module is imported on every Hydra start): when it fails on such an
+    override, every such override is reported in the sweeper's own format, with the closest setting's name,
+    and the command exits with status 2, as for the sweeper's other configuration errors.
+    """
+    from hydra._internal.config_loader_impl import ConfigLoaderImpl
+    from hydra.errors import ConfigCompositionException
+
+    original = ConfigLoaderImpl._apply_overrides_to_config
+    if getattr(original, "explains_sweeper_overrides", False):
+        return
+
+    def apply_overrides(overrides: List[Any], cfg: Any) -> None:
+        try:
+            original(overrides, cfg)
+        except ConfigCompositionException as exc:
+            problems = [p for o in overrides if (p := _override_problem(o))]
+            if not problems or SWEEPER_KEY not in f"{exc} {exc.__cause__}":
+                raise
+            from sweeper.errors import SweeperConfigError
+
+            sys.stderr.write(f"Error: {SweeperConfigError(problems)}\n")
+            raise SystemExit(2) from None
+
+    apply_overrides.explains_sweeper_overrides = True  # type: ignore[attr-defined]
+    ConfigLoaderImpl._apply_overrides_to_config = staticmethod(apply_overrides)  # type: ignore[method-assign]
+
+
+_explain_sweeper_overrides()
+
+
 #: What ``ray.working_dir`` leaves out unless told otherwise: environments, records, outputs.
 UPLOAD_EXCLUDES = (".git", ".venv", "venv", "__pycache__", "*.pyc", "multirun", "outputs", "mlruns", "mlruns.db",
                    "mlartifacts")
@@ -103,7 +175,8 @@ class RayConf:
     num_cpus: Optional[int] = None  # local Ray only; null: all cores
     num_gpus: Optional[int] = None  # local Ray only; null: detect
     resources_per_trial: ResourcesConf = field(default_factory=ResourcesConf)
-    log_to_driver: bool = False  # forward the workers' stdout/stderr to this console (each job logs to its folder)
+    # forward the workers' stdout/stderr to this console (each job's log in its folder holds them too)
+    log_to_driver: bool = False
     max_concurrent_trials: Optional[int] = None  # null: as many as the resources per trial allow
     max_failures: int = 0  # retries of a trial whose worker or node died (task exceptions are never retried)
     # Ray Tune's experiment state (and trial checkpoints); null: the sweep dir on the driver.

@@ -28,7 +28,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from sweeper.environment import ENV_KEY, env_problems
 from sweeper.errors import RecordsIncomplete, SweeperConfigError, TrialFailuresExceeded
 from sweeper.record.conditions import capture_conditions, shipped_code
-from sweeper.record.redaction import redact_text
+from sweeper.record.redaction import redact_overrides, redact_text
 from sweeper.record.spool import SPOOL_FILE, DurableWriter, retry_delays
 from sweeper.record.writer_process import WriterStart
 from sweeper.run.checkpoints import CheckpointSettings, newest_checkpoint, storage_filesystem
@@ -42,12 +42,13 @@ from sweeper.run.task_ref import task_ref
 from sweeper.search.calibration import sweep_prospective_check
 from sweeper.search.direction import bounds_warning, direction_warning
 from sweeper.search.grammar import parse_search_space
-from sweeper.search.settings import PolicySettings
+from sweeper.search.settings import PolicySettings, default_num_trials
 from sweeper.search.space import SearchSpace
 
 log = logging.getLogger(__name__)
 
 RESULTS_FILE = "optimization_results.yaml"
+PARAMS_KEY = "hydra.sweeper.params"
 SEARCHER_STATE_FILE = "searcher_state.json"
 
 # Ray Tune behaviour the sweeper relies on; set before Tune is imported.
@@ -77,6 +78,8 @@ class SweeperImpl:
         self.live_maps: bool = bool(settings.pop("live_maps", True))
         self.checkpoints = CheckpointSettings(**{k: settings.pop(k) for k in CheckpointSettings.__dataclass_fields__
                                                  if k in settings})
+        # Keys Hydra took only because they came with a + (e.g. +hydra.sweeper.num_trails=8): reported in _validate.
+        self.unknown = {k: settings.pop(k) for k in list(settings) if k not in PolicySettings.__dataclass_fields__}
         bounds = settings.get("metric_bounds")
         if isinstance(bounds, ListConfig):  # a plain list: PolicySettings records and compares it
             settings["metric_bounds"] = OmegaConf.to_container(bounds, resolve=True)
@@ -91,8 +94,7 @@ class SweeperImpl:
     # ---------------------------------------------------------------- sweep
     def sweep(self, arguments: list[str]) -> None:
         assert self.config is not None and self.hydra_context is not None and self.task_function is not None
-        space, policy_settings, ray_cfg, mlflow_cfg = self._validate(arguments)
-        composer = self._composer(space)
+        space, composer, policy_settings, ray_cfg, mlflow_cfg = self._validate(arguments)
         sweep_dir = Path(str(self.config.hydra.sweep.dir)).absolute()
         sweep_dir.mkdir(parents=True, exist_ok=True)
         OmegaConf.save(self.config, sweep_dir / "multirun.yaml")
@@ -100,10 +102,11 @@ class SweeperImpl:
         manifest = self._resumed_sweep(sweep_dir, space, policy_settings) if self.resume else None
         log.info(
             "MultiverseSweeper(strategy=%s, metric=%s, mode=%s, n_initial=%d, batch_size=%d, num_trials=%d, "
-            "seed=%d, deterministic=%s) over %s",
+            "seed=%d, deterministic=%s) over %s%s",
             policy_settings.strategy, self.metric, policy_settings.mode, policy_settings.n_initial,
             policy_settings.batch_size, policy_settings.num_trials, policy_settings.seed,
             policy_settings.deterministic, ", ".join(f"{k}: {v}" for k, v in space.describe().items()),
+            fixed_values_text(space),
         )
         # The MLflow writer process, forked while this process has no other thread (through Ray
         # Client the writer is a thread on the head instead).
@@ -142,18 +145,28 @@ class SweeperImpl:
         self._finish(tracker, parent_run_id, recorder, searcher, sweep_dir, policy_settings)
 
     # ---------------------------------------------------------------- validation
-    def _validate(self, arguments: list[str]) -> tuple[SearchSpace, PolicySettings, dict[str, Any], dict[str, Any]]:
+    def _validate(self, arguments: list[str]) -> tuple[SearchSpace, TrialComposer, PolicySettings, dict[str, Any],
+                                                       dict[str, Any]]:
         """Check everything that can be checked before Ray starts; raise once with every problem.
 
-        Returns the space, the policy's settings and the resolved ``ray`` and ``mlflow`` blocks.
+        Returns the space, the trials' composer, the policy's settings and the resolved ``ray`` and ``mlflow``
+        blocks.
         """
-        problems: list[str] = []
+        from hydra_plugins.multiverse_sweeper.config import unknown_setting_problem
+
+        problems: list[str] = [unknown_setting_problem(k, v) for k, v in self.unknown.items()]
         space: SearchSpace | None = None
+        composer: TrialComposer | None = None
         try:
-            space = parse_search_space(self.params, arguments)
+            space = parse_search_space(self._params(), arguments)
+            composer = self._composer(space)
         except SweeperConfigError as exc:
             problems.extend(exc.problems)
-        num_trials = int(self.settings.get("num_trials", 1))
+        grid_repeats = self.settings.get("grid_repeats", 1)
+        if self.settings.get("num_trials") is None:  # unset: 32, or every point of the grid
+            self.settings["num_trials"] = default_num_trials(str(self.settings.get("strategy")), space,
+                                                             grid_repeats if isinstance(grid_repeats, int) else 1)
+        num_trials = int(self.settings["num_trials"])
         if not 0.0 <= self.max_failure_rate <= 1.0:
             problems.append(
                 f"hydra.sweeper.max_failure_rate={self.max_failure_rate!r} is invalid: it is a fraction "
@@ -208,8 +221,32 @@ class SweeperImpl:
             problems.append(str(exc))
         if problems:
             raise SweeperConfigError(problems)
-        assert space is not None
-        return space, settings, ray_block, mlflow_block
+        assert space is not None and composer is not None
+        return space, composer, settings, ray_block, mlflow_block
+
+    def _params(self) -> dict[str, Any]:
+        """``hydra.sweeper.params`` as the command line leaves it.
+
+        Hydra merges ``hydra.sweeper.params={...}`` into the YAML's mapping, so ``{}`` would change nothing:
+        here the last such override replaces the YAML's entries instead (``{}`` or ``null`` clears them), as
+        the docs say, and ``hydra.sweeper.params.KEY=...`` given after it adds to it.
+        """
+        assert self.config is not None
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        kept: set[str] | None = None  # None: no override of the whole mapping
+        texts = OmegaConf.to_container(self.config.hydra.overrides.hydra, resolve=False)  # as typed: ${...} kept
+        assert isinstance(texts, list)
+        ours = [str(t) for t in texts if str(t).lstrip("+~").startswith(PARAMS_KEY)]
+        for override in OverridesParser.create().parse_overrides(ours):
+            key = override.key_or_group
+            if key == PARAMS_KEY and not override.is_delete():
+                value = override.value()
+                kept = set(value) if isinstance(value, dict) else set()
+            elif kept is not None and key.startswith(PARAMS_KEY + "."):
+                rest = key[len(PARAMS_KEY) + 1:]
+                kept.update((rest, rest.split(".")[0]))
+        return self.params if kept is None else {k: v for k, v in self.params.items() if k in kept}
 
     def _composer(self, space: SearchSpace) -> TrialComposer:
         """Compose the config of the space's centre point, as every trial will, before Ray starts.
@@ -228,11 +265,13 @@ class SweeperImpl:
                 f"swept key exists in the task's config (prefix a new key with +, e.g. +{space.names[0]}=...)."
             ) from exc
         log.debug("trial configs composed %s", "once per worker, then overridden" if fast else "in full")
-        env = composer.compose(space.dim_overrides(point)).get(ENV_KEY)
+        trial_cfg = composer.compose(space.dim_overrides(point))
+        problems = _output_dir_problems(trial_cfg)
+        env = trial_cfg.get(ENV_KEY)
         if isinstance(env, DictConfig):
-            problems = env_problems(OmegaConf.to_container(env, resolve=True), space)  # type: ignore[arg-type]
-            if problems:
-                raise SweeperConfigError(problems)
+            problems += env_problems(OmegaConf.to_container(env, resolve=True), space)  # type: ignore[arg-type]
+        if problems:
+            raise SweeperConfigError(problems)
         return composer
 
     def _block(self, name: str) -> dict[str, Any]:
@@ -489,6 +528,37 @@ class SweeperImpl:
             )
         if gap:
             raise RecordsIncomplete(f"the sweep ran its {len(outcome.records)} trials, but {gap}")
+
+
+def fixed_values_text(space: SearchSpace) -> str:
+    """The start line's tail naming the values every trial shares (the overrides that sweep nothing)."""
+    return f"; fixed: {' '.join(redact_overrides(space.fixed_overrides))}" if space.fixed_overrides else ""
+
+
+def _output_dir_problems(trial_cfg: DictConfig) -> list[str]:
+    """Resolve the first trial's ``hydra.sweep.dir`` and ``hydra.sweep.subdir`` as its job will (Hydra's basic
+    sweeper fails at once on one that cannot be; here it would fail every trial after Ray started)."""
+    from hydra.core.hydra_config import HydraConfig
+    from omegaconf import open_dict
+
+    cfg = copy.deepcopy(trial_cfg)
+    with open_dict(cfg.hydra):
+        cfg.hydra.job.id, cfg.hydra.job.num = f"{cfg.hydra.job.name}_0", 0  # what the first job gets
+    hydra_config = HydraConfig.instance()
+    saved = hydra_config.cfg
+    hydra_config.set_config(cfg)  # ${hydra:...} resolves against the job's config, as in the job
+    problems = []
+    try:
+        for key, example in (("hydra.sweep.dir", "multirun/sweep"), ("hydra.sweep.subdir", "'${hydra.job.num}'")):
+            try:
+                str(OmegaConf.select(cfg, key, throw_on_missing=True))
+            except Exception as exc:  # noqa: BLE001 - OmegaConf and resolvers raise several types
+                text = OmegaConf.to_container(cfg.hydra.sweep, resolve=False)[key.rsplit(".", 1)[1]]  # type: ignore
+                problems.append(f"{key}={text!r} cannot be resolved for a trial: {str(exc).splitlines()[0]}. "
+                                f"Give it a value that resolves, e.g. {key}={example}.")
+    finally:
+        hydra_config.cfg = saved
+    return problems
 
 
 def tune_location(ray_cfg: dict[str, Any], sweep_dir: Path, parent_run_id: str) -> tuple[str | None, str]:

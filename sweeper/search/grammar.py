@@ -42,11 +42,58 @@ _MAX_GRID = 10_000  # a range with more values than this is a mistake: use int(i
 _Built = tuple[Dimension | None, str | None, list[str], str]
 
 
+def _cast_int(*args: Any, value: Any = None) -> Any:
+    """Hydra's ``int(...)``, which keeps on an interval the bounds it truncated (``given_bounds``).
+
+    Hydra casts ``int(interval(4.5, 64))`` to ``interval(4, 64)``: a bound below the one written.
+    :func:`_int_bounds_rules` refuses non-integer bounds instead, from what was written.
+    """
+    from hydra._internal.grammar.grammar_functions import cast_int
+    from hydra.core.override_parser.types import IntervalSweep
+
+    cast = cast_int(*args, value=value)
+    given = value if value is not None else (args[0] if len(args) == 1 else None)
+    if isinstance(given, IntervalSweep) and isinstance(cast, IntervalSweep):
+        cast.given_bounds = (given.start, given.end)  # type: ignore[attr-defined]
+    return cast
+
+
+def _parser() -> Any:
+    """Hydra's override parser, with :func:`_cast_int` for ``int(...)`` (same signature, so same checks)."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser, create_functions
+
+    functions = create_functions()
+    functions.functions["int"] = _cast_int
+    return OverridesParser(functions)
+
+
+def _int_bounds_rules(sweep: IntervalSweep, is_log: bool) -> tuple[list[str], str]:
+    """Rules an ``int(interval(a, b))`` with a non-integer bound breaks, and the interval of the integers
+    within ``[a, b]`` to write instead (or the one integer, or the nearest integers around an empty one)."""
+    low, high = getattr(sweep, "given_bounds", (sweep.start, sweep.end))
+    if all(float(b).is_integer() for b in (low, high) if math.isfinite(b)):
+        return [], ""
+    cut = low if not float(low).is_integer() else high
+    rule = (f"int(interval({_num(low)}, {_num(high)})) needs integer bounds (Hydra's int() would cut {_num(cut)} "
+            f"to {int(cut)})")
+    first, last = math.ceil(low), math.floor(high)
+    if first > last:
+        return [f"{rule}, and no integer lies between them"], _interval_text(math.floor(low), math.ceil(high),
+                                                                             True, is_log)
+    if first == last:
+        return [f"{rule}; the one integer between them is {first}"], str(first)
+    return [rule], _interval_text(first, last, True, is_log)
+
+
 def _build_interval(name: str, key: str, spec: str, sweep: IntervalSweep, is_log: bool) -> _Built:
     low, high = sweep.start, sweep.end
     assert low is not None and high is not None  # the grammar always sets both
     is_int = isinstance(low, int) and isinstance(high, int)
-    rules: list[str] = []
+    if is_int:
+        rules, fix = _int_bounds_rules(sweep, is_log)
+        if rules:
+            return None, None, rules, fix
+    rules = []
     fix_low, fix_high, fix_log, fixed_value = low, high, is_log, None
     if not (math.isfinite(low) and math.isfinite(high)):
         rules.append(f"bounds must be finite, got {low!r} and {high!r}")
@@ -168,8 +215,27 @@ def _parse(parser: Any, text: str) -> Any:
     return override
 
 
+class _NotASpec(Exception):  # noqa: N818 - a value in place of a parsed override, as a parse error is
+    """A ``hydra.sweeper.params`` entry written as a YAML list or mapping: a problem unless the command line
+    gives the same key, which replaces it."""
+
+    def __init__(self, key: str, problem: str) -> None:
+        super().__init__(problem)
+        self.key, self.problem = key, problem
+
+
+def _not_a_spec(where: str, value: Any) -> str:
+    """The problem of a YAML list or mapping given as a search-space entry, with the override string to write."""
+    is_list = not isinstance(value, Mapping) and len(value) > 0
+    fix = "choice(" + ", ".join(map(format_override_value, value)) + ")" if is_list else "choice(a, b)"
+    return (f"{where}={value!r}: a YAML list or mapping is not a search-space entry; write the "
+            f"dimension as an override string. Use e.g. {where}={fix!r}.")
+
+
 def _name(override: Any) -> str | None:
     """The key an override sets (``group@package`` for a package); None for a text that did not parse."""
+    if isinstance(override, _NotASpec):
+        return override.key
     if isinstance(override, Exception):
         return None
     return str(override.key_or_group + (f"@{override.package}" if override.package is not None else ""))
@@ -214,33 +280,30 @@ def parse_search_space(
     Raises:
         SweeperConfigError: listing every problem found in both sources.
     """
-    from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import ChoiceSweep, IntervalSweep, OverrideType, RangeSweep
 
-    parser = OverridesParser.create()
+    parser = _parser()
     problems: list[str] = []
-    entries: list[tuple[str, str, str, bool]] = []  # (where, override text, spec, from YAML)
+    entries: list[tuple[str, str, str, bool, Any]] = []  # (where, override text, spec, from YAML, parsed)
     for key, value in (params or {}).items():
         where = f"{params_key}.{key}" if params_key else str(key)
         if isinstance(value, Mapping) or (isinstance(value, Sequence) and not isinstance(value, str)):
-            is_list = not isinstance(value, Mapping) and len(value) > 0
-            fix = "choice(" + ", ".join(map(format_override_value, value)) + ")" if is_list else "choice(a, b)"
-            problems.append(
-                f"{where}={value!r}: a YAML list or mapping is not a search-space entry; write the "
-                f"dimension as an override string. Use e.g. {where}={fix!r}."
-            )
+            entries.append((where, str(key), repr(value), True, _NotASpec(str(key), _not_a_spec(where, value))))
             continue
         spec = value if isinstance(value, str) else format_override_value(value)
-        entries.append((where, f"{key}={spec}", spec, True))
+        entries.append((where, f"{key}={spec}", spec, True, None))
     for text in overrides:
-        entries.append((text.split("=", 1)[0].strip(), text, text.split("=", 1)[1] if "=" in text else "", False))
+        entries.append((text.split("=", 1)[0].strip(), text, text.split("=", 1)[1] if "=" in text else "", False, None))
 
     dims: list[Dimension] = []
     fixed: list[str] = []
     seen: dict[str, tuple[str, str, str, bool]] = {}
     builders = {IntervalSweep: _build_interval, RangeSweep: _build_range, ChoiceSweep: _build_choice}
-    parsed_entries = _command_line_wins([(*entry, _parse(parser, entry[1])) for entry in entries])
+    parsed_entries = _command_line_wins([(*e[:4], _parse(parser, e[1]) if e[4] is None else e[4]) for e in entries])
     for where, text, spec, from_yaml, override in parsed_entries:
+        if isinstance(override, _NotASpec):
+            problems.append(override.problem)
+            continue
         if isinstance(override, Exception):
             rule, fix = _parse_error(override)
             problems.append(f"{where}={spec!r}: {rule}. Use e.g. {where}={fix!r}.")

@@ -7,7 +7,8 @@ their results with :meth:`~MultiversePolicy.tell`. Strategies:
   expected-maximum estimator of Dodge et al. (2019) is unbiased;
 - ``sobol``: a scrambled Sobol sequence, seeded;
 - ``grid``: the full factorial of discrete dimensions (choice, range, int) in a seeded
-  random order, replicated if ``num_trials`` exceeds it: the design for crossed
+  random order, each point once; ``grid_repeats`` runs the whole grid again in the same order
+  (the sweeper refuses a ``num_trials`` other than grid size x ``grid_repeats``): the design for crossed
   environment conditions (``env.seed x env.threads x env.deterministic``), where Sobol's
   low-discrepancy structure couples the cells of different dimensions;
 - ``ivr``: ``n_initial`` Sobol points, then Gaussian-process integrated variance reduction

@@ -31,6 +31,19 @@ STREAM_LOCAL = 7
 STREAM_TAG = 8
 
 
+def grid_size(space: SearchSpace) -> int | None:
+    """The number of points of ``space``'s full factorial; None when a dimension is a float interval."""
+    levels = space.levels()
+    return None if any(lv is None for lv in levels) else math.prod(len(lv) for lv in levels if lv is not None)
+
+
+def default_num_trials(strategy: str, space: SearchSpace | None, grid_repeats: int = 1) -> int:
+    """``num_trials`` when it is not set: every point of the grid ``grid_repeats`` times for the grid strategy
+    (as Hydra's basic sweeper and Optuna's grid run each point once), 32 otherwise."""
+    size = grid_size(space) if strategy == "grid" and space is not None and space.d > 0 else None
+    return size * max(grid_repeats, 1) if size is not None and size <= MAX_GRID else 32
+
+
 @dataclass(frozen=True)
 class PolicySettings:
     """Everything that defines a search besides its space. Field names are the option names."""
@@ -38,6 +51,8 @@ class PolicySettings:
     strategy: str = "ivr"
     mode: str = "max"
     num_trials: int = 32
+    #: strategy grid only: how many times the whole grid runs (num_trials = grid size x grid_repeats).
+    grid_repeats: int = 1
     n_initial: int = 8
     batch_size: int = 8
     seed: int = 0
@@ -72,6 +87,30 @@ class PolicySettings:
     #: predictions respect them (sweeper.search.warping, sweeper.search.bounded); None models the raw values.
     metric_bounds: Sequence[float | None] | None = None
 
+    def _grid_problems(self, space: SearchSpace, prefix: str) -> list[str]:
+        """What keeps the grid strategy from running every point of ``space``'s grid ``grid_repeats`` times."""
+        floats = [d.name for d, lv in zip(space.dims, space.levels()) if lv is None]
+        if floats:
+            return [f"{prefix}strategy='grid' needs every dimension discrete, but {', '.join(floats)} "
+                    f"{'is a float interval' if len(floats) == 1 else 'are float intervals'}: make it "
+                    f"choice(...), range(...) or int(interval(...)), or use {prefix}strategy=sobol."]
+        size = grid_size(space)
+        assert size is not None
+        if size > MAX_GRID:
+            return [f"{prefix}strategy='grid' would enumerate {size} combinations, more than {MAX_GRID}: "
+                    f"narrow the dimensions or use {prefix}strategy=sobol."]
+        if self.grid_repeats < 1:
+            return [f"{prefix}grid_repeats={self.grid_repeats!r} is invalid: the grid runs at least once. "
+                    f"Try {prefix}grid_repeats=1."]
+        if self.num_trials == size * self.grid_repeats or self.num_trials < 1 or space.d == 0:  # < 1: said above
+            return []
+        runs = f", run {self.grid_repeats} times" if self.grid_repeats > 1 else ""
+        fix = f"set {prefix}num_trials={size * self.grid_repeats}, or leave it unset"
+        if self.num_trials > 0 and self.num_trials % size == 0 and self.num_trials != size * self.grid_repeats:
+            fix += f" (or {prefix}grid_repeats={self.num_trials // size} to run the whole grid that many times)"
+        return [f"{prefix}num_trials={self.num_trials} is invalid with strategy=grid, which runs each point "
+                f"of its grid once: the grid has {size} points{runs}: {fix}."]
+
     @property
     def bounds(self) -> MetricBounds | None:
         """The parsed :attr:`metric_bounds` (None without bounds; ValueError when malformed)."""
@@ -102,15 +141,9 @@ class PolicySettings:
                 bad("n_initial", f"the Sobol phase cannot be longer than num_trials={self.num_trials}",
                     min(8, self.num_trials))
         if self.strategy == "grid" and space is not None:
-            floats = [d.name for d, lv in zip(space.dims, space.levels()) if lv is None]
-            size = math.prod(len(lv) for lv in space.levels() if lv is not None)
-            if floats:
-                p.append(f"{prefix}strategy='grid' needs every dimension discrete, but {', '.join(floats)} "
-                         f"{'is a float interval' if len(floats) == 1 else 'are float intervals'}: make it "
-                         f"choice(...), range(...) or int(interval(...)), or use {prefix}strategy=sobol.")
-            elif size > MAX_GRID:
-                p.append(f"{prefix}strategy='grid' would enumerate {size} combinations, more than {MAX_GRID}: "
-                         f"narrow the dimensions or use {prefix}strategy=sobol.")
+            p.extend(self._grid_problems(space, prefix))
+        elif self.grid_repeats != 1:
+            bad("grid_repeats", "the grid strategy alone repeats its grid", 1)
         if space is not None and space.d == 0:
             p.append(
                 "the search space has no dimension to search: give one in hydra.sweeper.params "

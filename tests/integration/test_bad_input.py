@@ -32,10 +32,10 @@ MAX_SECONDS = 45
 
 
 def case(name: str, *args: str, expect: tuple[str, ...], via: str = APP, env: dict[str, str] | None = None,
-         marks: tuple = ()) -> object:
-    """A row: the arguments (and environment variables), and the parts of the message that must appear
-    (key=value, rule, fix)."""
-    return pytest.param(via, args, expect, env or {}, id=name, marks=marks)
+         marks: tuple = (), status: int | None = None) -> object:
+    """A row: the arguments (and environment variables), the parts of the message that must appear
+    (key=value, rule, fix) and, where given, the exit status."""
+    return pytest.param(via, args, expect, env or {}, status, id=name, marks=marks)
 
 
 CASES = [
@@ -79,6 +79,37 @@ CASES = [
     case("unknown-strategy", "hydra.sweeper.strategy=bayes",
          expect=("hydra.sweeper.strategy='bayes'", "must be one of random, sobol, grid, ivr, ucb",
                  "Try hydra.sweeper.strategy=ivr")),
+    # Issue 34: a Hydra user's habits. A misspelt setting, with + or without, names the closest one.
+    case("unknown-setting-added", "+hydra.sweeper.num_trails=8", status=2,
+         expect=("hydra.sweeper.num_trails=8 is not a setting of the multiverse sweeper",
+                 "did you mean hydra.sweeper.num_trials? Try hydra.sweeper.num_trials=8.")),
+    case("unknown-setting", "hydra.sweeper.num_trails=8", status=2,
+         expect=("hydra.sweeper.num_trails=8 is not a setting of the multiverse sweeper",
+                 "did you mean hydra.sweeper.num_trials? Try hydra.sweeper.num_trials=8.")),
+    case("params-deleted", "~hydra.sweeper.params", status=2,
+         expect=("~hydra.sweeper.params: the sweeper's settings cannot be deleted",
+                 "clear the YAML's params with hydra.sweeper.params={}")),
+    # {} and null clear the YAML's x and y: nothing is left to sweep (Hydra alone would merge {} into them).
+    case("params-cleared", "hydra.sweeper.params={}", status=2,
+         expect=("the search space has no dimension to search",)),
+    case("params-null", "hydra.sweeper.params=null", status=2,
+         expect=("the search space has no dimension to search",)),
+    case("int-interval-non-integer-bound", "+n=int(interval(4.5, 64))", status=2,
+         expect=("+n='int(interval(4.5, 64))'", "needs integer bounds (Hydra's int() would cut 4.5 to 4)",
+                 "Use e.g. +n='int(interval(5, 64))'")),
+    case("int-interval-without-an-integer", "+n=int(interval(4.5, 4.9))", status=2,
+         expect=("+n='int(interval(4.5, 4.9))'", "no integer lies between them", "Use e.g. +n='int(interval(4, 5))'")),
+    case("grid-num-trials-not-its-size", "hydra.sweeper.strategy=grid", "hydra.sweeper.num_trials=2",
+         "hydra.sweeper.params={x:'choice(0.1, 0.9)',y:'choice(0.2, 0.8)'}", status=2,
+         expect=("hydra.sweeper.num_trials=2 is invalid with strategy=grid",
+                 "the grid has 4 points: set hydra.sweeper.num_trials=4, or leave it unset")),
+    case("unresolvable-sweep-subdir", "hydra.sweep.subdir=${nope}", status=2,
+         expect=("hydra.sweep.subdir='${nope}' cannot be resolved for a trial", "Interpolation key 'nope' not found",
+                 "e.g. hydra.sweep.subdir='${hydra.job.num}'")),
+    case("problems-all-at-once", "+hydra.sweeper.num_trails=8", "hydra.sweeper.n_initial=100",
+         "+n=int(interval(4.5, 64))", status=2,
+         expect=("Invalid sweep configuration (3 problems)", "did you mean hydra.sweeper.num_trials?",
+                 "hydra.sweeper.n_initial=100 is invalid", "Use e.g. +n='int(interval(5, 64))'")),
     case("n-initial-above-num-trials", "hydra.sweeper.n_initial=16",
          expect=("hydra.sweeper.n_initial=16", "cannot be longer than num_trials=8", "Try hydra.sweeper.n_initial=8")),
     case("batch-size-zero", "hydra.sweeper.batch_size=0",
@@ -242,10 +273,10 @@ def run_sweeper(tmp_path: Path, uri: str, args: tuple[str, ...]) -> subprocess.C
     return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True, timeout=120)
 
 
-@pytest.mark.parametrize(("via", "args", "expect", "env"), CASES)
+@pytest.mark.parametrize(("via", "args", "expect", "env", "status"), CASES)
 def test_bad_input_fails_before_any_trial_and_says_what_to_fix(
-    via: str, args: tuple[str, ...], expect: tuple[str, ...], env: dict[str, str], tmp_path: Path,
-    store: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
+    via: str, args: tuple[str, ...], expect: tuple[str, ...], env: dict[str, str], status: int | None,
+    tmp_path: Path, store: tuple[str, Path], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     uri, db = store
     for name, value in env.items():
@@ -260,7 +291,7 @@ def test_bad_input_fails_before_any_trial_and_says_what_to_fix(
         returncode, output = proc.returncode, proc.stdout + proc.stderr
     elapsed = time.monotonic() - started
 
-    assert returncode != 0, output
+    assert returncode != 0 if status is None else returncode == status, output
     for text in expect:
         assert text in output, f"{text!r} is not in the output:\n{output}"
     assert "Traceback" not in output, output  # a message, not a stack trace

@@ -207,3 +207,17 @@ def test_deterministic_sweeps_choose_the_same_points(tmp_path: Path) -> None:
     assert {"live_trials", "live_loo_coverage95", "live_loo_rmse"} <= set(live[0][1])
     assert live[0][2] == {1: 4, 2: 8, 3: 12}  # each batch waited for every earlier result
     assert live[1] == ([], [], {})  # hydra.sweeper.live_maps=false
+
+
+def test_a_grid_without_num_trials_runs_each_point_once_and_the_start_line_names_the_fixed_values(
+        tmp_path: Path) -> None:
+    """Issue 34: toy.yaml sets num_trials 8; unset, a 4-point grid runs 4 trials, one per point (it ran 8 before)."""
+    sweep = run_cli(TOY_APP, tmp_path, "hydra.sweeper.strategy=grid", "hydra.sweeper.num_trials=null",
+                    "hydra.sweeper.params={x:'choice(0.1, 0.9)',y:'choice(0.2, 0.8)'}", "sleep_s=0.01",
+                    "mlflow.experiment_name=grid-once")
+    assert sweep.proc.returncode == 0, sweep.output
+    [start] = [line for line in sweep.output.splitlines() if "MultiverseSweeper(" in line]
+    assert "num_trials=4" in start and "sleep_s=0.01" in start.split("; fixed: ")[1], start
+    _, children = sweep.runs("grid-once")
+    points = sorted((float(r.data.params["x"]), float(r.data.params["y"])) for r in children)
+    assert points == [(0.1, 0.2), (0.1, 0.8), (0.9, 0.2), (0.9, 0.8)]

@@ -157,14 +157,14 @@ def test_deterministic_interaction_test_waits_for_every_earlier_result() -> None
 def test_grid_is_the_full_factorial_in_a_seeded_order_then_replicated() -> None:
     space = parse_specs({"env.seed": "range(0, 4)", "env.threads": "choice(1, 2)",
                                     "env.deterministic": "choice(true, false)", "n": "int(interval(1, 3))"})
-    policy = MultiversePolicy(space, PolicySettings(strategy="grid", num_trials=96, seed=5))
+    policy = MultiversePolicy(space, PolicySettings(strategy="grid", num_trials=96, grid_repeats=2, seed=5))
     run(policy, lambda p: 0.0)
     combos = [tuple(s.params[k] for k in ("env.seed", "env.threads", "env.deterministic", "n"))
               for s in policy.suggestions]
     assert len(set(combos[:48])) == 48 and combos[48:] == combos[:48]  # every cell once, then again
-    other = MultiversePolicy(space, PolicySettings(strategy="grid", num_trials=96, seed=6))
+    other = MultiversePolicy(space, PolicySettings(strategy="grid", num_trials=96, grid_repeats=2, seed=6))
     run(other, lambda p: 0.0)
-    again = MultiversePolicy(space, PolicySettings(strategy="grid", num_trials=96, seed=5))
+    again = MultiversePolicy(space, PolicySettings(strategy="grid", num_trials=96, grid_repeats=2, seed=5))
     run(again, lambda p: 0.0)
     assert [s.params for s in again.suggestions] == [s.params for s in policy.suggestions]
     assert [s.params for s in other.suggestions] != [s.params for s in policy.suggestions]
