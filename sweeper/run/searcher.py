@@ -50,7 +50,8 @@ class MultiverseSearch(Searcher):
 
     Args:
         space: a :class:`~sweeper.search.space.SearchSpace`, or a mapping of dimension name to a
-            Hydra override grammar string (``"tag(log, interval(1e-4, 1e-1))"``).
+            Hydra override grammar string (``"tag(log, interval(1e-4, 1e-1))"``); None builds an
+            empty searcher that :meth:`restore` fills (Ray's ``Searcher.restore`` pattern).
         metric: the result key to model; trials whose value is missing, NaN or inf count
             as failed.
         mode: ``max`` or ``min``.
@@ -60,20 +61,21 @@ class MultiverseSearch(Searcher):
 
     def __init__(
         self,
-        space: SearchSpace | Mapping[str, Any],
+        space: SearchSpace | Mapping[str, Any] | None = None,
         metric: str | None = None,
         mode: str | None = None,
         **settings: Any,
     ) -> None:
+        mode = mode if mode is not None else settings.get("mode")  # the Hydra sweeper passes it with the settings
         super().__init__(metric=metric, mode=mode)
-        if not isinstance(space, SearchSpace):
-            space = parse_specs(space)
         if mode is not None:
             settings["mode"] = mode
-        self.policy = MultiversePolicy(space, PolicySettings(**settings))
+        # No space: Ray's pattern of an empty searcher that restore(path) fills (space and settings are saved).
+        self.policy: MultiversePolicy = None if space is None else MultiversePolicy(  # type: ignore[assignment]
+            space if isinstance(space, SearchSpace) else parse_specs(space), PolicySettings(**settings))
         self._index_of: dict[str, int] = {}
         self._metric_suspect: str | None = None  # why the metric may never come: see _check_metric_returned
-        self._identical = IdenticalFailures(self.policy.settings.stop_on_identical_failures)
+        self._identical = IdenticalFailures(PolicySettings(**settings).stop_on_identical_failures)
         self._bug_suspect: str | None = None  # why the task may be broken: see _check_identical_failures
         self.held = False  # True: no new trial (the sweep is being preempted; see sweeper.run.preemption)
 
@@ -88,6 +90,13 @@ class MultiverseSearch(Searcher):
         return True
 
     def suggest(self, trial_id: str) -> dict[str, Any] | str | None:
+        if self.policy is None:
+            raise RuntimeError("MultiverseSearch was built without a search space: pass one, e.g. "
+                               "MultiverseSearch({'x': 'interval(0, 1)'}, metric=..., mode=...), or restore(path) "
+                               "a saved searcher first")
+        if not self._metric or not self._mode:  # as Ray's own searchers: suggesting blind would fail every trial
+            raise RuntimeError(f"MultiverseSearch has no metric or mode (metric={self._metric!r}, mode="
+                               f"{self._mode!r}): pass metric= and mode= to it or to tune.TuneConfig")
         if trial_id in self._index_of:  # Tune asks again for a trial it restarts
             return self.trial_config(self.policy.suggestions[self._index_of[trial_id]])
         if self._metric_suspect is not None:
@@ -178,6 +187,10 @@ class MultiverseSearch(Searcher):
                 "metric": self._metric, "mode": self._mode}
 
     def set_state(self, state: dict[str, Any]) -> None:
+        if self.policy is None:  # built empty: the saved state brings the space and settings
+            saved = state["policy"]
+            self.policy = MultiversePolicy(SearchSpace.from_dict(saved["space"]), PolicySettings(**saved["settings"]))
+            self._identical = IdenticalFailures(self.policy.settings.stop_on_identical_failures)
         self.policy.load_state_dict(state["policy"])
         self._index_of = dict(state["index_of"])
         self._metric, self._mode = state["metric"], state["mode"]

@@ -82,3 +82,23 @@ def test_failed_and_errored_trials_count_as_failures() -> None:
     assert search.suggest("c") == "FINISHED"  # max_failures=0 exceeded
     search.on_trial_complete("b", None, error=True)
     assert search.policy.n_failed == 2
+
+
+def test_the_searcher_follows_rays_searcher_contract(tmp_path: Path) -> None:
+    """As Ray's own searchers: no suggestion without a metric and mode, and an empty searcher that restore fills."""
+    blind = MultiverseSearch(SPACE, num_trials=4, n_initial=2)
+    with pytest.raises(RuntimeError, match="no metric or mode"):
+        blind.suggest("t0")
+    assert blind.set_search_properties("score", "max", {})  # what tune.TuneConfig(metric=, mode=) does
+    assert blind.suggest("t0") is not None
+    search = MultiverseSearch(SPACE, metric="score", mode="max", num_trials=6, n_initial=3, **FAST)
+    first = search.suggest("t0")
+    search.on_trial_complete("t0", objective(first))
+    path = tmp_path / "searcher.json"
+    search.save(str(path))
+    empty = MultiverseSearch()
+    with pytest.raises(RuntimeError, match="without a search space"):
+        empty.suggest("t1")
+    empty.restore(str(path))
+    assert empty.policy.space.dims == search.policy.space.dims and empty.policy.results == search.policy.results
+    assert empty.suggest("t1") == search.suggest("t1")
