@@ -298,12 +298,19 @@ def _markdown(records: SweepRecords, s: dict[str, Any]) -> str:
               "| measurements |", "|---|---|---|---|---|---|---|"] + [
         f"| {kind} | {c['verdict']} | {c['coverage95']:.0%} | {c['coverage68']:.0%} | {c['rmse']:.4g} | "
         f"{c['max_abs_residual']:.2f} | {c['n']} |" for kind, c in cal["checks"].items()] + [
-        "", f"Overall: **{cal['verdict']}** (the worst of the checks with enough trials; a check fails when "
-            f"fewer than {cal['checks']['leave-one-out']['threshold_coverage95']:.0%} of its results fall inside "
-            f"their 95 % intervals, and so few that a calibrated GP would do that with probability under "
-            f"{cal['checks']['leave-one-out']['max_surprise']:.0%}).", ""]
+        "", f"Overall: **{cal['verdict']}** (the worst of the checks with enough trials). {_rule(cal)}", ""]
     lines += [f"![{p}]({p})" for p in _figures(s)]
     return "\n".join(lines) + "\n"
+
+
+def _rule(cal: dict[str, Any]) -> str:
+    """When a check fails, in words (:class:`sweeper.search.loo.PredictiveCheck`)."""
+    loo = cal["checks"]["leave-one-out"]
+    rule = (f"A check fails when fewer than {loo['threshold_coverage95']:.0%} of its results fall inside their "
+            f"95 % intervals")
+    if loo["max_surprise"] >= 1.0:
+        return rule + " (a single maximum-likelihood fit: no allowance for chance)."
+    return rule + f", and so few that a calibrated GP would do that with probability under {loo['max_surprise']:.0%}."
 
 
 def _figures(s: dict[str, Any]) -> list[str]:

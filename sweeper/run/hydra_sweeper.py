@@ -491,7 +491,8 @@ class SweeperImpl:
             writer.log("logging the early stop", parent_run_id, tags={
                 "stopped_on_bayes_factor": f"log10 K = {stop.log10_K:.3f} after {stop.n} trials: {stop.verdict}"})
         lost = recorder.lost_writes
-        prospective = sweep_prospective_check(searcher.policy.suggestions, searcher.policy.results)
+        prospective = sweep_prospective_check(searcher.policy.suggestions, searcher.policy.results,
+                                              single_fit=settings.bounds is None)
         writer.log("closing the sweep's run", parent_run_id, metrics={
             f"best_{self.metric}": best.value if best else math.nan,
             "num_finished": len(outcome.finished), "num_failed": len(outcome.failed),

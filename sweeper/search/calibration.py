@@ -15,8 +15,9 @@ the GP's uncertainty. Three checks look at that uncertainty from different sides
 
 The verdict shown next to a curve or a map is the worst of the checks that have enough
 trials (:class:`Calibration`): ``failed`` when any judged check's 95 % intervals hold fewer
-than 85 % of what it predicted, too few to be chance (:attr:`sweeper.search.loo.PredictiveCheck.ok`),
-``too few trials`` when none can be judged. Measured against
+than 85 % of what it predicted, too few to be chance (:attr:`sweeper.search.loo.PredictiveCheck.ok`;
+a single maximum-likelihood fit gets no allowance for chance, :func:`calibration`), ``too few
+trials`` when none can be judged. Measured against
 the truth of real maps in ``bench/calibration.py`` (bench/README.md §7).
 
 References:
@@ -26,7 +27,7 @@ References:
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -52,15 +53,22 @@ def prospective_check(y: ArrayLike, mean: ArrayLike, sd: ArrayLike) -> Predictiv
         return None
     y, mean, sd = y[ok], mean[ok], sd[ok]
     with np.errstate(divide="ignore", invalid="ignore"):
-        z = np.where(sd > 0, (y - mean) / np.where(sd > 0, sd, 1.0), np.where(y == mean, 0.0, np.sign(y - mean) * np.inf))
+        off = np.where(y == mean, 0.0, np.sign(y - mean) * np.inf)  # sd 0 holds only its own value
+        z = np.where(sd > 0, (y - mean) / np.where(sd > 0, sd, 1.0), off)
     return score_pit(ndtr(z), mean, y, PROSPECTIVE)
 
 
-def sweep_prospective_check(suggestions: Iterable[Any], results: Mapping[int, float]) -> PredictiveCheck | None:
-    """:func:`prospective_check` of a sweep's own suggestions (``predicted_mean``, ``predicted_sd``) and results."""
+def sweep_prospective_check(suggestions: Iterable[Any], results: Mapping[int, float], *,
+                            single_fit: bool) -> PredictiveCheck | None:
+    """:func:`prospective_check` of a sweep's own suggestions (``predicted_mean``, ``predicted_sd``) and results.
+
+    ``single_fit``: the predictions came from one maximum-likelihood fit (no declared bounds), judged
+    without the allowance for chance, as :func:`calibration` judges that model.
+    """
     scored = [(results[s.index], s.predicted_mean, s.predicted_sd) for s in suggestions
               if s.predicted_mean is not None and s.predicted_sd is not None and s.index in results]
-    return prospective_check(*np.array(scored).T) if scored else None
+    check = prospective_check(*np.array(scored).T) if scored else None
+    return replace(check, max_surprise=1.0) if check is not None and single_fit else check
 
 
 @dataclass(frozen=True)
@@ -129,12 +137,21 @@ class Calibration:
 
 def calibration(model: Any, replicate_columns: Sequence[int] = (),
                 prospective: PredictiveCheck | None = None) -> Calibration:
-    """The leave-one-out and leave-one-configuration-out checks of ``model``, with ``prospective`` when given."""
+    """The leave-one-out and leave-one-configuration-out checks of ``model``, with ``prospective`` when given.
+
+    A single maximum-likelihood fit (the analysis of a metric without declared bounds) is judged by the
+    85 % threshold alone, without the allowance for chance: on the real maps of ``bench/calibration.py``
+    such fits drew maps holding under 85 % of the truth in 10 of 20 sweeps, so a shortfall there is more
+    likely the model than luck (with the allowance the verdict caught 5 of those 10, without it 9). The
+    posterior mixture of a bounded metric drew no such map in 20 sweeps, and keeps the allowance.
+    """
     from sweeper.search.loo import loo_check
 
     checks = [loo_check(model, replicate_columns), loo_check(model, replicate_columns, by_configuration=True)]
     if prospective is not None:
         checks.append(prospective)
+    if len(getattr(model, "members", (model,))) == 1:
+        checks = [replace(c, max_surprise=1.0) for c in checks]
     return Calibration(tuple(checks), bounded=getattr(model, "warp", None) is not None)
 
 

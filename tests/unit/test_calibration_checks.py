@@ -213,3 +213,17 @@ def test_the_advice_asks_for_bounds_only_where_the_metric_has_none() -> None:
     assert unbounded.verdict() == bounded.verdict() == "failed"
     assert "metric_bounds" in unbounded.sentence("x") and "metric_bounds" not in bounded.sentence("x")
     assert "more trials" in bounded.sentence("x") and "--kernel" in bounded.sentence("x")
+
+
+def test_a_single_fit_gets_no_allowance_for_chance_and_a_mixture_does() -> None:
+    from sweeper.search.ensemble import GPEnsemble
+
+    X = sobol_design(40, 2, seed=1)
+    y = prior_sample(X, 0.3, seed=1, noise_sd=0.05)
+    gp = fit_gp(X, y, seed=0)
+    twenty_of_24 = prospective_check(np.zeros(24), np.where(np.arange(24) < 20, 0.0, 3.0), np.ones(24))
+    assert twenty_of_24 is not None and twenty_of_24.verdict() == "passed"  # 12 % by chance: no evidence
+    single = calibration(gp, [], twenty_of_24)
+    assert single.check(PROSPECTIVE).verdict() == "failed" and single.verdict() == "failed"
+    mixture = calibration(GPEnsemble(gp, (gp, gp)), [], twenty_of_24)
+    assert mixture.check(PROSPECTIVE).verdict() == "passed"
