@@ -2,7 +2,7 @@
 
     sweeper trials --experiment svm-breast-cancer            # the latest sweep's trials
     sweeper trials --experiment svm-breast-cancer --run ID   # a given sweep (parent run id)
-    sweeper report --experiment svm-breast-cancer            # report: ./report-svm-breast-cancer/, and in MLflow
+    sweeper report --experiment svm-breast-cancer            # ./report-svm-breast-cancer-<run8>/, and in MLflow
     sweeper report --experiment train --group-by model --filter "train_acc >= 0.99" --out report-train
     sweeper multiverse --experiment svm-breast-cancer          # GP maps, Bayes factors, sensitivity
     sweeper multiverse --experiment train --filter "train_acc >= 0.99" --kernel rbf-ard
@@ -168,7 +168,8 @@ def _add_report_parser(sub: Any) -> None:
         "report", help="write a sweep's report (expected max vs budget, QRA, environment statistics, checklist) "
                        "and log it to MLflow",
         description="Write report.md, report.html, figures and CSV/JSON of every number to --out, and log them as "
-                    "artifacts of the sweep's parent run under report/.")
+                    "artifacts of the sweep's parent run under report/ (a filtered report under "
+                    "report-filtered-<hash>/), each folder replaced as a whole.")
     _add_sweep_arguments(report, "report")
     report.add_argument("--mode", choices=("max", "min"), default=None, help="default: the sweep's mode")
     report.add_argument("--group-by", default=None, metavar="PARAM",
@@ -181,7 +182,9 @@ def _add_report_parser(sub: Any) -> None:
     report.add_argument("--scale-min", type=float, default=0.0, metavar="LOW",
                         help="lowest possible score of the metrics, subtracted before QRA's CV* (Belz et al. 2022): "
                              "0 for an accuracy (default), 1 for a 1..7 rating")
-    report.add_argument("--out", default=None, metavar="DIR", help="output folder (default: ./report-<experiment>)")
+    report.add_argument("--out", default=None, metavar="DIR",
+                        help="output folder, replaced as a whole (default: ./report-<experiment>-<run8>[-<filter "
+                             "hash>], run8 = the sweep run id's first 8 characters)")
     report.add_argument("--no-log", action="store_true", help="write the files only; log nothing to MLflow")
 
 
@@ -189,17 +192,21 @@ def _report(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sweeper.analysis.runs import SweepNotFoundError, load_sweep
-    from sweeper.report import FilterError, ReportError, build_report, log_report, parse_filter
+    from sweeper.report import FilterError, ReportError, build_report, parse_filter
+    from sweeper.report.document import OutputDirError, check_replaceable
+    from sweeper.report.outputs import report_folder
 
     try:
         rule = parse_filter(args.filter) if args.filter is not None else None
+        if args.out:
+            check_replaceable(Path(args.out).resolve())
         records = load_sweep(args.experiment, args.tracking_uri, args.run)
-        out = Path(args.out or f"report-{args.experiment}").resolve()
+        out = Path(args.out or report_folder(records.experiment, records.parent_run_id, rule)).resolve()
         surrogate = {"auto": None, "always": True, "never": False}[args.surrogate]
         report = build_report(records, metric=args.metric, mode=args.mode, group_by=args.group_by,
                               trial_filter=rule, out_dir=out, surrogate=surrogate, bounds=_bounds(args),
                               scale_min=args.scale_min)
-    except (SweepNotFoundError, FilterError, ReportError) as exc:
+    except (SweepNotFoundError, FilterError, ReportError, OutputDirError) as exc:
         print(f"sweeper report: {exc}", file=sys.stderr)
         return 1
     if records.unfinished:
@@ -212,14 +219,30 @@ def _report(args: argparse.Namespace) -> int:
               f"curve is biased; see the surrogate-based curve ({report.surrogate_note or 'computed'}).")
     if report.surrogate is not None:
         _print_calibration("sweeper report", "the surrogate curve", report.surrogate.calibration)
-    if not args.no_log:
-        from sweeper.record.tracking import MLflowTracker
+    if args.no_log:
+        return 0
+    from sweeper.report import log_report
 
-        tracker = MLflowTracker(records.tracking_uri, records.experiment)
-        written = log_report(report, tracker, records.parent_run_id)
-        print(f"Logged {len(written)} files to MLflow run {records.parent_run_id} under report/. "
-              f"{tracker.browse_text(records.parent_run_id)}")
-    return 0
+    return _log_output("sweeper report", records, report, log_report, "report.html")
+
+
+def _log_output(command: str, records: Any, report: Any, log: Any, main_file: str) -> int:
+    """Log a report or maps to the sweep's run (replacing its artifact folder), link them from the run's note,
+    and say where they went; 1 when files of an earlier one stayed in the store (it cannot delete)."""
+    from sweeper.record.tracking import MLflowTracker
+    from sweeper.report.build import ArtifactsNotReplaced
+
+    tracker = MLflowTracker(records.tracking_uri, records.experiment)
+    status = 0
+    try:
+        written = log(report, tracker, records.parent_run_id)
+    except ArtifactsNotReplaced as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        written, status = report.files, 1
+    tracker.link_output(records.parent_run_id, report.artifact_dir, main_file, str(report.out_dir))
+    print(f"Logged {len(written)} files to MLflow run {records.parent_run_id} under {report.artifact_dir}/ "
+          f"(linked from the run's description). {tracker.browse_text(records.parent_run_id)}")
+    return status
 
 
 def _add_multiverse_parser(sub: Any) -> None:
@@ -229,7 +252,8 @@ def _add_multiverse_parser(sub: Any) -> None:
         "multiverse", help="map a sweep with its GP: contour maps, Bayes-factor interaction tests, Sobol "
                            "sensitivity, coregionalization matrices (Bell et al. 2022); logged to MLflow",
         description="Write PNGs and the numbers behind them (CSV/JSON) to --out and log them as artifacts of the "
-                    "sweep's parent run under multiverse/<kernel>/.")
+                    "sweep's parent run under multiverse/<kernel>/ (filtered: multiverse/<kernel>-filtered-<hash>/), "
+                    "each folder replaced as a whole.")
     _add_sweep_arguments(p, "model")
     p.add_argument("--filter", default=None, metavar="EXPR",
                    help='keep only finished trials satisfying "<metric> <op> <number>", e.g. "train_acc >= 0.99"; '
@@ -241,7 +265,8 @@ def _add_multiverse_parser(sub: Any) -> None:
     p.add_argument("--resolution", type=int, default=40, help="grid points per map axis (default 40)")
     p.add_argument("--seed", type=int, default=0, help="seed of the GP restarts and Monte Carlo estimates")
     p.add_argument("--out", default=None, metavar="DIR",
-                   help="output folder (default: ./multiverse-<experiment>-<kernel>)")
+                   help="output folder, replaced as a whole (default: ./multiverse-<experiment>-<run8>-<kernel>"
+                        "[-<filter hash>], run8 = the sweep run id's first 8 characters)")
     p.add_argument("--no-log", action="store_true", help="write the files only; log nothing to MLflow")
 
 
@@ -249,17 +274,22 @@ def _multiverse(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from sweeper.analysis.runs import SweepNotFoundError, load_sweep
-    from sweeper.report import FilterError, ReportError
+    from sweeper.report import FilterError, ReportError, parse_filter
+    from sweeper.report.document import OutputDirError, check_replaceable
     from sweeper.report.multiverse import build_multiverse, log_multiverse
+    from sweeper.report.outputs import multiverse_folder
 
     try:
-        rule_text = args.filter
+        rule = parse_filter(args.filter) if args.filter is not None else None
+        if args.out:
+            check_replaceable(Path(args.out).resolve())
         records = load_sweep(args.experiment, args.tracking_uri, args.run)
-        out = Path(args.out or f"multiverse-{args.experiment}-{args.kernel}").resolve()
-        report = build_multiverse(records, out_dir=out, metric=args.metric, trial_filter=rule_text,
+        default = multiverse_folder(records.experiment, records.parent_run_id, args.kernel, rule)
+        out = Path(args.out or default).resolve()
+        report = build_multiverse(records, out_dir=out, metric=args.metric, trial_filter=rule,
                                   kernel=args.kernel, others=args.others, resolution=args.resolution, seed=args.seed,
                                   bounds=_bounds(args))
-    except (SweepNotFoundError, FilterError, ReportError) as exc:
+    except (SweepNotFoundError, FilterError, ReportError, OutputDirError) as exc:
         print(f"sweeper multiverse: {exc}", file=sys.stderr)
         return 1
     s = report.summary
@@ -270,14 +300,7 @@ def _multiverse(args: argparse.Namespace) -> int:
     for row in s["sensitivity"]:
         print(f"  sensitivity {row['name']}: main {row['main']:.3f}, total {row['total']:.3f}")
     _print_calibration("sweeper multiverse", "the maps", report.calibration)
-    if not args.no_log:
-        from sweeper.record.tracking import MLflowTracker
-
-        tracker = MLflowTracker(records.tracking_uri, records.experiment)
-        written = log_multiverse(report, tracker, records.parent_run_id)
-        print(f"Logged {len(written)} files to MLflow run {records.parent_run_id} under {report.artifact_dir}/. "
-              f"{tracker.browse_text(records.parent_run_id)}")
-    return 0
+    return 0 if args.no_log else _log_output("sweeper multiverse", records, report, log_multiverse, "multiverse.md")
 
 
 def _print_calibration(command: str, what: str, calibration: Any) -> None:

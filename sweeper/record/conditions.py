@@ -18,6 +18,7 @@ References:
 
 from __future__ import annotations
 
+import fnmatch
 import functools
 import hashlib
 import os
@@ -27,7 +28,7 @@ import socket
 import subprocess
 import sys
 from importlib import metadata
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 #: Distributions whose versions are recorded on every trial.
@@ -93,22 +94,26 @@ def _static_conditions(code_dir: str) -> tuple[tuple[str, str], ...]:
 
 @functools.lru_cache(maxsize=2)
 def _gpu_conditions(torch_loaded: bool) -> tuple[tuple[str, str], ...]:
-    """GPU name, driver, CUDA and cuDNN versions; empty on a machine without one.
+    """GPU name, driver, CUDA and cuDNN versions; ``gpu.count = 0`` on a machine without one.
 
     The driver comes from ``nvidia-smi``; CUDA and cuDNN from torch, and only when the task
     has imported torch already (importing it here would cost every task a second or more).
+    No GPU is recorded as such (not left out), so a report can say "none (CPU only)": when
+    ``nvidia-smi`` lists none, or there is neither ``nvidia-smi`` nor an NVIDIA device file,
+    and torch (if loaded) sees no CUDA device.
     """
-    c: dict[str, str] = {}
+    c: dict[str, str] = {} if _nvidia_present() else {"gpu.count": "0"}
     smi = shutil.which("nvidia-smi")
     if smi:
         try:
             out = subprocess.run([smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
                                  capture_output=True, text=True, timeout=10)
             rows = [r.split(", ") for r in out.stdout.strip().splitlines() if r.strip()] if out.returncode == 0 else []
+            if out.returncode == 0:  # a failing nvidia-smi says nothing about how many GPUs there are
+                c["gpu.count"] = str(len(rows))
         except (OSError, subprocess.TimeoutExpired):
             rows = []
         if rows:
-            c["gpu.count"] = str(len(rows))
             c["gpu.name"] = "; ".join(sorted({r[0] for r in rows}))
             c["gpu.driver"] = rows[0][1] if len(rows[0]) > 1 else ""
             c["gpu.memory"] = rows[0][2] if len(rows[0]) > 2 else ""
@@ -118,7 +123,14 @@ def _gpu_conditions(torch_loaded: bool) -> tuple[tuple[str, str], ...]:
         if torch.cuda.is_available():
             c["cuda.devices"] = "; ".join(torch.cuda.get_device_name(i) for i in range(torch.cuda.device_count()))
             c["cudnn.version"] = str(torch.backends.cudnn.version())
+            if c.get("gpu.count") == "0":  # torch sees a device nvidia-smi did not list
+                del c["gpu.count"]
     return tuple(sorted(c.items()))
+
+
+def _nvidia_present() -> bool:
+    """Whether this machine has ``nvidia-smi`` or an NVIDIA device file (``/dev/nvidia0``, ...)."""
+    return shutil.which("nvidia-smi") is not None or any(Path("/dev").glob("nvidia[0-9]*"))
 
 
 def _thread_conditions() -> dict[str, str]:
@@ -176,24 +188,154 @@ def shipped_code(working_dir: str | None, code_dir: str | None) -> dict[str, str
     return {**_git_state(code_dir or working_dir), "code.shipped_from": f"{socket.gethostname()}:{working_dir}"}
 
 
+#: Untracked paths that are the sweeper's, Hydra's and MLflow's own outputs, matched against each path component:
+#: a sweep writes them before its trials record the code, so they never make the tree dirty.
+TOOL_OUTPUTS = ("multirun", "outputs", "mlruns", "mlruns.db*", "mlartifacts", "report-*", "multiverse-*")
+#: How many untracked paths ``git.untracked`` names; ``git.untracked_count`` counts them all.
+UNTRACKED_SHOWN = 20
+
+
 def _git_state(code_dir: str) -> dict[str, str]:
-    """Commit and dirty flag of the checkout holding ``code_dir``; empty outside git."""
+    """Commit and dirty flag of the checkout holding ``code_dir``; empty outside git.
+
+    Dirty means a tracked file differs from the commit or an untracked file (not ignored, not one
+    of :data:`TOOL_OUTPUTS`) is in the repository: an untracked task script is code the commit
+    does not hold. The untracked paths are listed in ``git.untracked`` (the first
+    :data:`UNTRACKED_SHOWN`, from the repository's root) and counted in ``git.untracked_count``.
+    """
 
     def git(*args: str) -> str | None:
         try:
             out = subprocess.run(["git", *args], cwd=code_dir, capture_output=True, text=True, timeout=10)
         except (OSError, subprocess.TimeoutExpired):
             return None
-        return out.stdout.strip() if out.returncode == 0 else None
+        return out.stdout.strip("\n") if out.returncode == 0 else None
 
     commit = git("rev-parse", "HEAD")
     if commit is None:
         return {}
-    status = git("status", "--porcelain", "--untracked-files=no")
-    state = {"git.commit": commit, "git.dirty": str(bool(status)).lower()}
-    if status:  # what differs from the commit, as a hash: equal hashes, equal code
+    changed, untracked = parse_porcelain(git("status", "--porcelain=v1", "-z", "--untracked-files=normal") or "")
+    state = {"git.commit": commit.strip(), "git.dirty": str(bool(changed or untracked)).lower()}
+    if changed:  # what differs from the commit, as a hash: equal hashes, equal code
         state["git.diff_sha256"] = hashlib.sha256((git("diff", "HEAD") or "").encode()).hexdigest()
+    if untracked:
+        state.update(untracked_tags(untracked))
     return state
+
+
+def parse_porcelain(status: str) -> tuple[list[str], list[str]]:
+    """The changed tracked paths and the untracked paths (less :data:`TOOL_OUTPUTS`) of ``git status -z``."""
+    changed: list[str] = []
+    untracked: list[str] = []
+    entries = iter(status.split("\0"))
+    for entry in entries:
+        if len(entry) < 4:
+            continue
+        code, path = entry[:2], entry[3:]
+        if code == "??":
+            if not is_tool_output(path):
+                untracked.append(path)
+        elif code != "!!":
+            changed.append(path)
+            if "R" in code or "C" in code:  # a rename or copy is followed by its source path
+                next(entries, None)
+    return changed, untracked
+
+
+def is_tool_output(path: str) -> bool:
+    """Whether a repository path lies in (or is) one of :data:`TOOL_OUTPUTS`."""
+    return any(fnmatch.fnmatch(part, pattern) for part in PurePosixPath(path).parts for pattern in TOOL_OUTPUTS)
+
+
+def untracked_tags(paths: list[str]) -> dict[str, str]:
+    """``git.untracked`` (the first :data:`UNTRACKED_SHOWN` paths, and how many more) and ``git.untracked_count``."""
+    shown = ", ".join(paths[:UNTRACKED_SHOWN])
+    if len(paths) > UNTRACKED_SHOWN:
+        shown += f", ... ({len(paths) - UNTRACKED_SHOWN} more)"
+    return {"git.untracked": shown, "git.untracked_count": str(len(paths))}
+
+
+#: The files of a config folder that :func:`config_dir_sha256` hashes: the ones Hydra reads.
+CONFIG_SUFFIXES = (".yaml", ".yml")
+#: A config folder with more files than this is not hashed (a config_path of "." in a big tree).
+MAX_CONFIG_FILES = 10_000
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str | None:
+    """SHA-256 of a file's bytes; None when it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return hashlib.file_digest(f, "sha256").hexdigest()
+    except OSError:
+        return None
+
+
+def config_files(config_dir: str | os.PathLike[str]) -> list[Path] | None:
+    """The YAML files below ``config_dir``, sorted, less hidden folders and :data:`TOOL_OUTPUTS`.
+
+    None when the folder cannot be read or holds more than :data:`MAX_CONFIG_FILES` of them.
+    """
+    root = Path(config_dir)
+    if not root.is_dir():
+        return None
+    found: list[Path] = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not d.startswith((".", "__pycache__")) and not is_tool_output(d)]
+        found += [Path(folder, f) for f in files if f.endswith(CONFIG_SUFFIXES) and not f.startswith(".")]
+        if len(found) > MAX_CONFIG_FILES:
+            return None
+    return sorted(found, key=lambda p: p.relative_to(root).as_posix())
+
+
+def config_dir_sha256(config_dir: str | os.PathLike[str]) -> tuple[str, int] | None:
+    """A stable SHA-256 of a config folder and how many files it covers; None when it cannot be read.
+
+    The hash runs over the sorted relative paths (POSIX form) and each file's SHA-256, so it does
+    not depend on the folder's location, the order the OS lists files in, or their timestamps:
+    equal hashes, equal configs.
+    """
+    files = config_files(config_dir)
+    if files is None:
+        return None
+    digest = hashlib.sha256()
+    for path in files:
+        content = file_sha256(path)
+        if content is None:
+            return None
+        digest.update(f"{path.relative_to(config_dir).as_posix()}\0{content}\n".encode())
+    return digest.hexdigest(), len(files)
+
+
+def code_identity(script: str | None, config_dir: str | None) -> dict[str, str]:
+    """The task script's and its config folder's SHA-256, with or without git.
+
+    A commit says what code ran only in a checkout; these hashes say it anywhere (a copied script,
+    a tarball, a cluster node). Read once per process, as the git state is (a worker imports the
+    script once too). Returns ``code.script``, ``code.script_sha256``, ``code.config_dir``,
+    ``code.config_sha256`` and ``code.config_files`` for what could be read; empty when nothing could.
+    """
+    return dict(_code_identity(script, config_dir))
+
+
+@functools.lru_cache(maxsize=8)
+def _code_identity(script: str | None, config_dir: str | None) -> tuple[tuple[str, str], ...]:
+    identity: dict[str, str] = {}
+    script_hash = file_sha256(script) if script else None
+    if script_hash is not None:
+        identity.update({"code.script": str(script), "code.script_sha256": script_hash})
+    config_hash = config_dir_sha256(config_dir) if config_dir else None
+    if config_hash is not None:
+        identity.update({"code.config_dir": str(config_dir), "code.config_sha256": config_hash[0],
+                         "code.config_files": str(config_hash[1])})
+    return tuple(identity.items())
+
+
+def unidentified_code_warning(conditions: dict[str, str]) -> str | None:
+    """One line saying the code cannot be identified (no git commit, no script hash) in ``conditions``; else None."""
+    if conditions.get("git.commit") or conditions.get("code.script_sha256"):
+        return None
+    return ("The task's code cannot be identified (not in a git checkout, and its script cannot be read): the "
+            "records will not say which code produced the scores. Run the task from a script in a git repository.")
 
 
 #: Which recorded conditions describe the machine and process that measured (Belz et al.'s

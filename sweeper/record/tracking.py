@@ -28,12 +28,14 @@ from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
+from sweeper.record.note import NOTE_TAG, note_from_run, output_tag
 from sweeper.record.redaction import redact_mapping, redact_text
 from sweeper.record.tracking_uri import absolute_tracking_uri
 
 log = logging.getLogger(__name__)
 
 TAG_PREFIX = "sweeper."
+MLFLOW_PREFIX = "mlflow."
 _MAX_PARAM_LEN = 6000
 _MAX_TAG_LEN = 8000
 # MLflow accepts at most this many of each per log_batch call.
@@ -213,6 +215,48 @@ class MLflowTracker:
             path.write_bytes(data)
             repository.log_artifact(str(path), directory or None)
 
+    def clear_artifacts(self, run_id: str, artifact_dir: str) -> list[str]:
+        """Delete the artifact folder ``artifact_dir`` of a run, before a report is logged into it again.
+
+        MLflow's client cannot delete artifacts, but each store's artifact repository can, for
+        most stores: a local folder (a SQLite store's ``mlruns/`` beside the database; deleted on
+        disk), S3, GCS, Azure, HDFS, SFTP and a tracking server's proxied ``mlflow-artifacts``
+        store (an HTTP DELETE, which ``mlflow server`` answers when it proxies artifacts, its
+        default). Deleting, rather than logging into a fresh
+        versioned folder, keeps one stable path per report, the one the sweep's note links to.
+
+        Returns:
+            The artifact paths that remain because the store refused to delete them (empty when
+            the folder is gone): the caller logs its files anyway and says which old ones stayed.
+        """
+        repository = get_artifact_repository(self._artifact_uri(run_id), tracking_uri=self.tracking_uri)
+        try:
+            repository.delete_artifacts(artifact_dir)
+            return []
+        except Exception as exc:  # noqa: BLE001 - NotImplementedError, or the store's refusal, of any kind
+            log.debug("cannot delete artifacts %s of run %s: %s", artifact_dir, run_id, exc)
+        return self._artifact_files(repository, artifact_dir)
+
+    @staticmethod
+    def _artifact_files(repository: Any, artifact_dir: str) -> list[str]:
+        """Every file under ``artifact_dir`` in an artifact repository, as artifact paths."""
+        files, folders = [], [artifact_dir]
+        while folders:
+            for info in repository.list_artifacts(folders.pop()):
+                (folders if info.is_dir else files).append(info.path)
+        return sorted(files)
+
+    def link_output(self, run_id: str, artifact_dir: str, main_file: str, local_dir: str | None) -> None:
+        """Record an output logged to a sweep's run (a report, maps) and render the run's note again.
+
+        The note (:data:`NOTE_TAG`, :mod:`sweeper.record.note`) then lists it with the outputs
+        linked before, so the sweep's page in the MLflow UI leads to every result.
+        """
+        self.log(run_id, tags=output_tag(artifact_dir, main_file, local_dir))
+        run = self.client.get_run(run_id)
+        note = note_from_run(run.data.tags, run.data.params, run.data.metrics, run.info.artifact_uri)
+        self.log(run_id, tags={NOTE_TAG: note})
+
     def _artifact_uri(self, run_id: str) -> str:
         """A run's artifact URI: known for the runs this tracker created, else looked up once."""
         uri = self._artifact_uris.get(run_id)
@@ -334,9 +378,13 @@ def _inside(artifact_file: str) -> bool:
 
 
 def _tags(tags: Mapping[str, Any] | None) -> list[RunTag]:
-    """The sweeper's tags as MLflow takes them: redacted, prefixed ``sweeper.``, None left out."""
-    return [RunTag(clean_key(TAG_PREFIX + k), _text(v, _MAX_TAG_LEN)) for k, v in redact_mapping(tags or {}).items()
-            if v is not None]
+    """The sweeper's tags as MLflow takes them: redacted, prefixed ``sweeper.``, None left out.
+
+    A key that starts with ``mlflow.`` is MLflow's own tag and keeps its name: e.g.
+    :data:`NOTE_TAG`, the run's description in the MLflow UI.
+    """
+    return [RunTag(clean_key(k if k.startswith(MLFLOW_PREFIX) else TAG_PREFIX + k), _text(v, _MAX_TAG_LEN))
+            for k, v in redact_mapping(tags or {}).items() if v is not None]
 
 
 def _use_write_ahead_log(path: str) -> None:

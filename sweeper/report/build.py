@@ -25,6 +25,7 @@ from sweeper.report.checklist import ChecklistItem, fill_checklist
 from sweeper.report.document import Block, Heading, OutputDir, Paragraph, render_html, render_markdown
 from sweeper.report.filtering import TrialFilter, parse_filter, select_trials
 from sweeper.report.groups import PairedConditions, QRAGroup, paired_conditions, qra_groups
+from sweeper.report.outputs import REPORT_ARTIFACT_DIR, report_artifact_dir
 from sweeper.report.surrogate import SurrogateCurve, SurrogateUnavailable, surrogate_curve, unit_points
 from sweeper.search.direction import bounds_hint
 from sweeper.search.warping import MetricBounds
@@ -35,13 +36,23 @@ if TYPE_CHECKING:
     from sweeper.analysis.runs import SweepRecords
     from sweeper.record.tracking import MLflowTracker
 
-ARTIFACT_DIR = "report"
+ARTIFACT_DIR = REPORT_ARTIFACT_DIR  # an unfiltered report's; a filtered one has its own (Report.artifact_dir)
 #: ``bounds=SWEEP_BOUNDS``: the bounds the sweep declared for its metric (none for another metric).
 SWEEP_BOUNDS = "sweep"
 
 
 class ReportError(ValueError):
     """The report cannot be built as asked (unknown metric or group-by param); the message says why."""
+
+
+class ArtifactsNotReplaced(RuntimeError):
+    """The store kept files of an earlier report in the folder a new one was logged to (it cannot delete)."""
+
+    def __init__(self, artifact_dir: str, stale: Sequence[str]) -> None:
+        self.artifact_dir, self.stale = artifact_dir, list(stale)
+        super().__init__(f"the MLflow store cannot delete artifacts, so {len(self.stale)} file(s) of an earlier "
+                         f"report stay in {artifact_dir}/ beside the new one: {', '.join(self.stale[:5])}"
+                         f"{' ...' if len(self.stale) > 5 else ''}. Delete them in the store by hand.")
 
 
 @dataclass(frozen=True)
@@ -64,6 +75,8 @@ class Report:
         comparisons: Paired comparisons of two-valued environment conditions.
         checklist: Dodge's checklist as filled from the records.
         summary: The content of ``summary.json``.
+        artifact_dir: Its MLflow artifact folder, ``report`` or ``report-filtered-<hash>``
+            (:mod:`sweeper.report.outputs`).
     """
 
     out_dir: Path
@@ -79,6 +92,7 @@ class Report:
     comparisons: list[PairedConditions]
     checklist: list[ChecklistItem]
     summary: dict[str, Any] = field(repr=False)
+    artifact_dir: str = ARTIFACT_DIR
 
     @property
     def markdown(self) -> Path:
@@ -116,7 +130,9 @@ def build_report(
         group_by: A param (e.g. ``model``): one expected-max curve per value.
         trial_filter: A rule ``<metric> <op> <number>`` that finished trials must satisfy
             to count (see :mod:`sweeper.report.filtering`).
-        out_dir: Where to write; created if absent.
+        out_dir: Where to write; replaced as a whole once every file is written (an earlier
+            report there is deleted, a failure leaves it intact; see
+            :class:`~sweeper.report.document.OutputDir`).
         surrogate: Compute the GP surrogate curve: None (default) when the strategy is
             not ``random``; True also for random sweeps (a cross-check); False never.
         n_points: i.i.d. points ``M`` per set for the surrogate curve.
@@ -134,6 +150,7 @@ def build_report(
     Raises:
         ReportError: Unknown metric or group-by param, or an invalid mode.
         FilterError: A malformed filter, or one naming an unknown metric.
+        OutputDirError: ``out_dir`` is a file or a folder that is not an earlier report.
     """
     started = time.perf_counter()
     trials = records.trials
@@ -221,13 +238,16 @@ def build_report(
     out.text("report.md", render_markdown(blocks))
     out.text("report.html", render_html(blocks, f"Sweep report: {records.experiment}", out.path))
     summary["files"] = [p.name for p in out.files]
+    out.commit()
     return Report(out_dir=out.path, files=tuple(out.files), metric=metric, mode=mode, strategy=records.strategy,
                   biased=biased, curves=curves, surrogate=sur, surrogate_note=sur_note, qra_groups=groups,
-                  comparisons=comparisons, checklist=checklist, summary=summary)
+                  comparisons=comparisons, checklist=checklist, summary=summary,
+                  artifact_dir=report_artifact_dir(rule))
 
 
 def log_report(report: Report, tracker: MLflowTracker, run_id: str | None = None) -> list[str]:
-    """Log every file of ``report`` as an artifact of the sweep's parent run, under ``report/``.
+    """Log every file of ``report`` as an artifact of the sweep's parent run, under its
+    :attr:`Report.artifact_dir` (``report/``, or ``report-filtered-<hash>/``), replacing that folder.
 
     Args:
         report: The built report.
@@ -236,11 +256,17 @@ def log_report(report: Report, tracker: MLflowTracker, run_id: str | None = None
 
     Returns:
         The artifact paths written, e.g. ``["report/report.md", ...]``.
+
+    Raises:
+        ArtifactsNotReplaced: The store kept files of an earlier report in that folder (see
+            :meth:`~sweeper.record.tracking.MLflowTracker.clear_artifacts`); the new files are all logged.
     """
     run_id = run_id or report.summary["parent_run_id"]
     if report.surrogate is not None and report.surrogate.calibration is not None:
-        tracker.log(run_id, metrics=report.surrogate.calibration.metrics("surrogate_"))
-    return log_files(report.files, tracker, run_id, ARTIFACT_DIR)
+        filtered = report.artifact_dir[len(ARTIFACT_DIR) + 1:].replace("-", "_")  # "" or "filtered_<hash>"
+        tracker.log(run_id, metrics=report.surrogate.calibration.metrics(f"surrogate_{filtered}_" if filtered
+                                                                         else "surrogate_"))
+    return log_files(report.files, tracker, run_id, report.artifact_dir)
 
 
 def resolve_bounds(records: SweepRecords, metric: str, bounds: MetricBounds | str | None,
@@ -279,7 +305,13 @@ def unbounded_score_hint(finished: pd.DataFrame, metric: str, bounds: MetricBoun
 
 
 def log_files(files: Sequence[Path], tracker: MLflowTracker, run_id: str, artifact_dir: str) -> list[str]:
-    """Log files as artifacts of ``run_id`` under ``artifact_dir``; return the artifact paths."""
+    """Log files as artifacts of ``run_id`` in ``artifact_dir``, which is emptied first; return the artifact paths.
+
+    The folder holds one report's files only: no file of an earlier report of the same kind
+    outlives it (:meth:`~sweeper.record.tracking.MLflowTracker.clear_artifacts`). Where the
+    store cannot delete, the new files are still logged, then ArtifactsNotReplaced names the stale ones.
+    """
+    stale = tracker.clear_artifacts(run_id, artifact_dir)
     written = []
     for path in files:
         if path.suffix == ".png":
@@ -287,6 +319,9 @@ def log_files(files: Sequence[Path], tracker: MLflowTracker, run_id: str, artifa
         else:
             tracker.log_text(run_id, path.read_text(encoding="utf-8"), f"{artifact_dir}/{path.name}")
         written.append(f"{artifact_dir}/{path.name}")
+    left = sorted(set(stale) - set(written))
+    if left:
+        raise ArtifactsNotReplaced(artifact_dir, left)
     return written
 
 

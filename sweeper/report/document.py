@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import base64
 import html
+import os
 import re
+import shutil
+import tempfile
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -129,13 +133,71 @@ def render_html(blocks: Sequence[Block], title: str, figure_dir: Path) -> str:
     return "\n".join(out) + "\n"
 
 
+#: The file every folder the analysis commands write holds: a folder without it is not replaced.
+MARKER = "summary.json"
+
+
+class OutputDirError(ValueError):
+    """An output folder cannot be (re)written; the message says why and what to do."""
+
+
+def check_replaceable(path: Path) -> None:
+    """Refuse a target the commands must not delete: a file, or a non-empty folder without :data:`MARKER`.
+
+    A report replaces its whole folder (no file of an earlier report may outlive it), so an
+    ``--out`` naming, say, the project's root must stop the command before anything is written.
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputDirError(f"--out {path}: it is a file, not a folder; give a new folder")
+    if path.is_dir() and any(path.iterdir()) and not (path / MARKER).is_file():
+        raise OutputDirError(f"--out {path}: the folder holds files but no {MARKER}, so it is not an earlier "
+                             f"report or map, and it would be replaced as a whole; give a new or empty folder")
+
+
 class OutputDir:
-    """The report's folder: writes each file once and remembers it, in order."""
+    """The report's folder: writes each file once and remembers it, in order.
+
+    The files go to a new hidden folder beside ``path`` (:attr:`path`), which :meth:`commit`
+    swaps in for ``path`` as a whole: no file of an earlier report survives into this one, and a
+    build that fails midway leaves the earlier report as it was (its staging folder is deleted
+    when this object is, or at exit). :attr:`target` is where the files will be.
+
+    Raises:
+        OutputDirError: ``path`` is a file or a folder of something else (:func:`check_replaceable`).
+    """
 
     def __init__(self, path: Path) -> None:
-        self.path = Path(path)
-        self.path.mkdir(parents=True, exist_ok=True)
+        self.target = Path(path).resolve()
+        check_replaceable(self.target)
+        self.target.parent.mkdir(parents=True, exist_ok=True)
+        self.path = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.", suffix=".partial", dir=self.target.parent))
+        self._discard = weakref.finalize(self, shutil.rmtree, self.path, True)
         self.files: list[Path] = []
+
+    @property
+    def final_files(self) -> list[Path]:
+        """The files written, at the paths they have once committed."""
+        return [self.target / p.name for p in self.files]
+
+    def commit(self) -> Path:
+        """Replace ``target`` (if any) by the written folder; return ``target``.
+
+        Two renames: the old folder to a hidden name, the new one to ``target``; then the old one
+        is deleted. Only a crash between the renames leaves ``target`` missing (the old folder
+        then remains beside it as ``.<name>.*.old``).
+        """
+        check_replaceable(self.target)  # as at the start: something else may have appeared there meanwhile
+        self._discard.detach()
+        old = None
+        if self.target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{self.target.name}.", suffix=".old", dir=self.target.parent))
+            os.replace(self.target, old / self.target.name)
+        os.replace(self.path, self.target)
+        self.files, self.path = self.final_files, self.target
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+        return self.target
 
     def _add(self, name: str) -> Path:
         path = self.path / name

@@ -62,6 +62,7 @@ from sweeper.report.build import (
 )
 from sweeper.report.document import OutputDir
 from sweeper.report.filtering import TrialFilter, parse_filter, select_trials
+from sweeper.report.outputs import multiverse_artifact_dir
 from sweeper.search.calibration import Calibration, calibration
 from sweeper.search.gp_fit import fit_subset
 from sweeper.search.interaction import CONCLUSIVE_LOG10, constant_metric_note
@@ -86,10 +87,8 @@ class MultiverseReport:
     fit: MultiverseFit
     summary: dict[str, Any] = field(repr=False)
     calibration: Calibration | None = None
-
-    @property
-    def artifact_dir(self) -> str:
-        return f"multiverse/{self.kernel}"
+    #: Its MLflow artifact folder, ``multiverse/<kernel>[-filtered-<hash>]`` (:mod:`sweeper.report.outputs`).
+    artifact_dir: str = ""
 
 
 def _slug(name: str) -> str:
@@ -198,7 +197,9 @@ def build_multiverse(
     out.text("summary.json", json.dumps(_finite(summary), indent=2, default=str, allow_nan=False))
     out.text("multiverse.md", _markdown(records, summary))
     summary["files"] = [p.name for p in out.files]
-    return MultiverseReport(out.path, tuple(out.files), kernel, fit, summary, checks)
+    out.commit()
+    return MultiverseReport(out.path, tuple(out.files), kernel, fit, summary, checks,
+                            multiverse_artifact_dir(kernel, rule))
 
 
 def _maps(out: OutputDir, fit: MultiverseFit, trials: MapTrials, metric: str, others: str, resolution: int,
@@ -327,9 +328,13 @@ def _figures(s: dict[str, Any]) -> list[str]:
 
 
 def log_multiverse(report: MultiverseReport, tracker: MLflowTracker, run_id: str | None = None) -> list[str]:
-    """Log every file under ``multiverse/<kernel>/`` on the sweep's parent run, and the GP's predictive
-    checks as ``multiverse_<kernel>_*`` metrics; return the artifact paths."""
+    """Log every file under the report's ``artifact_dir`` (``multiverse/<kernel>/``, or
+    ``multiverse/<kernel>-filtered-<hash>/`` for a filtered one) on the sweep's parent run, replacing
+    that folder, and the GP's predictive checks as ``multiverse_<kernel>_*`` metrics
+    (``multiverse_<kernel>_filtered_<hash>_*`` for a filtered one, which must not overwrite the
+    unfiltered maps' numbers); return the artifact paths."""
     run_id = run_id or report.summary["parent_run_id"]
     if report.calibration is not None:
-        tracker.log(run_id, metrics=report.calibration.metrics(f"multiverse_{report.kernel}_"))
+        prefix = report.artifact_dir.replace("/", "_").replace("-filtered-", "_filtered_")
+        tracker.log(run_id, metrics=report.calibration.metrics(f"{prefix}_"))
     return log_files(report.files, tracker, run_id, report.artifact_dir)

@@ -28,10 +28,12 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from sweeper.environment import ENV_KEY, env_problems
 from sweeper.errors import RecordsIncomplete, SweeperConfigError, TrialFailuresExceeded
 from sweeper.record.conditions import capture_conditions, shipped_code
+from sweeper.record.note import NOTE_TAG, render_note
 from sweeper.record.redaction import redact_overrides, redact_text
 from sweeper.record.spool import SPOOL_FILE, DurableWriter, retry_delays
 from sweeper.record.writer_process import WriterStart
 from sweeper.run.checkpoints import CheckpointSettings, newest_checkpoint, storage_filesystem
+from sweeper.run.code_identity import code_conditions, code_warning
 from sweeper.run.cluster import address_problem, is_client_address, storage_path, tune_experiment_path
 from sweeper.run.compose import TrialComposer
 from sweeper.run.outcome import SweepOutcome, format_params, records_gap
@@ -108,6 +110,8 @@ class SweeperImpl:
             policy_settings.deterministic, ", ".join(f"{k}: {v}" for k, v in space.describe().items()),
             fixed_values_text(space),
         )
+        if (unidentified := code_warning(self.task_function, self.hydra_context, self._code_dir())) is not None:
+            log.warning(unidentified)
         # The MLflow writer process, forked while this process has no other thread (through Ray
         # Client the writer is a thread on the head instead).
         # A resumed sweep keeps the store and run its manifest names.
@@ -353,6 +357,7 @@ class SweeperImpl:
                 "command": " ".join([Path(sys.argv[0]).name, *redact_overrides(sys.argv[1:])]),
                 "overrides": " ".join(redact_overrides(arguments)),
                 **{f"driver.{k}": v for k, v in capture_conditions(self._code_dir()).items()},
+                **{f"driver.{k}": v for k, v in code_conditions(self.task_function, self.hydra_context).items()},
             },
         )
         storage, name = tune_location(ray_cfg, sweep_dir, run_id)
@@ -458,6 +463,19 @@ class SweeperImpl:
                     settings.num_trials, sweep_dir)
         raise SystemExit(INTERRUPTED_EXIT_STATUS)
 
+    def _note_tags(self, outcome: SweepOutcome, settings: PolicySettings) -> dict[str, Any]:
+        """The best trial as tags, and the run's MLflow description (sweeper.record.note) resting on them."""
+        best = outcome.best
+        best_params = dict(best.params) if best else None
+        note = render_note(
+            command=" ".join([Path(sys.argv[0]).name, *redact_overrides(sys.argv[1:])]), metric=self.metric,
+            mode=settings.mode, outputs={}, artifact_uri=None,
+            best={"index": best.index, "params": best_params, "value": best.value} if best else None,
+            counts={"num_trials": len(outcome.records), "num_finished": len(outcome.finished),
+                    "num_failed": len(outcome.failed)})
+        return {"best_trial": best.index if best else None,
+                "best_params": json.dumps(best_params, default=str) if best else None, NOTE_TAG: note}
+
     @staticmethod
     def _interrupted_at_once(sweep_dir: Path) -> None:
         """A second Ctrl-C (or one before Tune ran): say so in one line and exit as Ctrl-C does."""
@@ -495,9 +513,10 @@ class SweeperImpl:
                                               single_fit=settings.bounds is None)
         writer.log("closing the sweep's run", parent_run_id, metrics={
             f"best_{self.metric}": best.value if best else math.nan,
-            "num_finished": len(outcome.finished), "num_failed": len(outcome.failed),
-            **(prospective.metrics("") if prospective else {}),
-        }, tags={"status": "FAILED" if too_many else "FINISHED", "mlflow_write_failures": len(lost)})
+            "num_trials": len(outcome.records), "num_finished": len(outcome.finished),
+            "num_failed": len(outcome.failed), **(prospective.metrics("") if prospective else {}),
+        }, tags={"status": "FAILED" if too_many else "FINISHED", "mlflow_write_failures": len(lost),
+                 **self._note_tags(outcome, settings)})
         writer.finish("closing the sweep's run", parent_run_id, "FAILED" if too_many else "FINISHED")
         writer.close()
         # "Finished" only when the records say so too: every write landed, none waits in the spool.

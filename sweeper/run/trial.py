@@ -41,6 +41,7 @@ from sweeper.record.conditions import capture_conditions, installed_packages
 from sweeper.record.metrics import reporting_to
 from sweeper.run.checkpoints import TuneCheckpoints
 from sweeper.run.cluster import node_placement
+from sweeper.run.code_identity import code_conditions
 from sweeper.run.compose import TrialComposer
 from sweeper.run.faults import TIMEOUT_STATUS, TimeLimitExceeded, call_with_time_limit, task_error_message
 from sweeper.run.job import run_split_job
@@ -194,6 +195,7 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
         conditions = capture_conditions(ctx.code_dir)
     else:  # uploaded code: this node has no checkout; its version is the driver's
         conditions = {**capture_conditions(os.getcwd()), **ctx.shipped_code}
+    conditions.update(code_conditions(ctx.task_function, ctx.hydra_context))  # the script and config, hashed
     conditions.update(node_placement())
     if in_force is not None:  # as read again if the task imported torch since (sweeper.environment)
         conditions.update((last_environment() or in_force).as_conditions())

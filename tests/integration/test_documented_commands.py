@@ -53,16 +53,18 @@ def test_make_demo_then_the_readmes_report_and_multiverse_on_its_sweep(checkout:
     assert f"mlflow ui --backend-store-uri sqlite:///{checkout / 'mlruns.db'}" in output, output[-3000:]
     assert "?workflowType=machine_learning" in output
     (sweep_dir,) = {p.parent for p in (checkout / "multirun").glob("*/*/optimization_results.yaml")}
-    check_svm_sweep_records(Sweep(proc, sweep_dir, f"sqlite:///{checkout / 'mlruns.db'}"))
+    sweep = Sweep(proc, sweep_dir, f"sqlite:///{checkout / 'mlruns.db'}")
+    check_svm_sweep_records(sweep)
+    run8 = sweep.runs("svm-breast-cancer")[0].info.run_id[:8]  # the outputs are keyed by the sweep's run (issue 35)
 
     proc = run_documented(documented("sweeper report --experiment svm-breast-cancer"), checkout, timeout=300)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    report = (checkout / "report-svm-breast-cancer" / "report.md").read_text()
+    report = (checkout / f"report-svm-breast-cancer-{run8}" / "report.md").read_text()
     assert "12 trials" in report and "test_acc" in report, report[:3000]
 
     proc = run_documented(documented("sweeper multiverse --experiment svm-breast-cancer"), checkout, timeout=300)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    maps = checkout / "multiverse-svm-breast-cancer-matern52-ard"
+    maps = checkout / f"multiverse-svm-breast-cancer-{run8}-matern52-ard"
     assert (maps / "map_mean_C_gamma.png").stat().st_size > 10_000, sorted(p.name for p in maps.iterdir())
 
 

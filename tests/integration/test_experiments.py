@@ -68,7 +68,7 @@ def test_optimizer_gap_cpu(tmp_path: Path) -> None:
     gaps = [r.data.metrics["gap"] for r in children]
     assert min(gaps) < 0 < max(gaps)
     analyse(documented("sweeper multiverse --experiment optimizer-gap-cpu"), tmp_path)
-    out = tmp_path / "multiverse-optimizer-gap-cpu-matern52-ard"
+    (out,) = tmp_path.glob("multiverse-optimizer-gap-cpu-*-matern52-ard")  # keyed by the sweep's run (issue 35)
     assert {"map_mean_optimizer.lr_optimizer.eps.png", "summary.json"} <= {f.name for f in out.iterdir()}
 
 
@@ -117,7 +117,8 @@ def test_seeds_cpu_repeats_bit_identically_in_separate_trials(tmp_path: Path) ->
     by_seed = {seed: cells[(seed, "1", "True")][0].data.metrics["train_loss"] for seed in ("0", "1")}
     assert by_seed["0"] != by_seed["1"]  # a different seed is a different measurement
     analyse(documented("sweeper report --experiment seeds-cpu"), tmp_path)
-    report = (tmp_path / "report-seeds-cpu" / "report.md").read_text()
+    (folder,) = tmp_path.glob("report-seeds-cpu-*")  # keyed by the sweep's run (issue 35)
+    report = (folder / "report.md").read_text()
     assert "CV*" in report and "Wilcoxon" in report, report[:3000]
 
 
@@ -132,5 +133,6 @@ def test_budget_cpu_reports_one_expected_max_curve_per_family(tmp_path: Path) ->
         assert 16 <= int(r.data.params["batch_size"]) <= 256
         assert all(_history(sweep, r, key) == [0, 1] for key in PER_EPOCH)
     analyse(documented("sweeper report --experiment budget-cpu --group-by model"), tmp_path)
-    report = (tmp_path / "report-budget-cpu" / "report.md").read_text()
+    (folder,) = tmp_path.glob("report-budget-cpu-*")
+    report = (folder / "report.md").read_text()
     assert "model=logreg" in report and "model=mlp" in report

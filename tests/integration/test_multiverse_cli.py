@@ -81,6 +81,9 @@ def test_the_sweep_logged_a_live_map_of_each_gp_batch(forks) -> None:
 
 
 def test_multiverse_writes_and_logs_every_artifact(forks) -> None:
+    from sweeper.report import parse_filter
+    from sweeper.report.outputs import filter_hash
+
     sweep, tmp = forks
     out = tmp / "mv"
     proc = multiverse_cli(sweep, out, "--filter", "train_acc >= 0.9")
@@ -89,7 +92,11 @@ def test_multiverse_writes_and_logs_every_artifact(forks) -> None:
     for name in FILES:
         assert (out / name).stat().st_size > 0, name
     parent, children = sweep.runs("forks")
-    assert set(FILES) <= logged(sweep, parent.info.run_id, "multiverse/matern52-ard")
+    # A filtered map has its own MLflow folder, named in the output, never the unfiltered one's (issue 35).
+    folder = f"matern52-ard-filtered-{filter_hash(parse_filter('train_acc>=0.90'))}"
+    assert f"under multiverse/{folder}/" in proc.stdout
+    assert set(FILES) <= logged(sweep, parent.info.run_id, f"multiverse/{folder}")
+    assert not logged(sweep, parent.info.run_id, "multiverse/matern52-ard")
     summary = json.loads((out / "summary.json").read_text())
     failed = sum(r.info.status == "FAILED" for r in children)
     filtered = sum(r.info.status == "FINISHED" and r.data.metrics["train_acc"] < 0.9 for r in children)
@@ -123,8 +130,9 @@ def test_multiverse_writes_and_logs_every_artifact(forks) -> None:
     from mlflow.tracking import MlflowClient
 
     run_metrics = MlflowClient(sweep.tracking_uri).get_run(parent.info.run_id).data.metrics
-    assert run_metrics["multiverse_matern52-ard_loo_coverage95"] == pytest.approx(loo["coverage95"])
-    assert run_metrics["multiverse_matern52-ard_prospective_coverage95"] == pytest.approx(prospective["coverage95"])
+    prefix = f"multiverse_{folder.replace('-filtered-', '_filtered_')}_"
+    assert run_metrics[f"{prefix}loo_coverage95"] == pytest.approx(loo["coverage95"])
+    assert run_metrics[f"{prefix}prospective_coverage95"] == pytest.approx(prospective["coverage95"])
     tests = pd.read_csv(out / "bayes_factors.csv")
     assert tests["dims"].tolist() == ["all", "lr x width", "lr x family", "width x family"]
     assert set(tests["verdict"]) <= {"interaction", "no interaction", "inconclusive"}

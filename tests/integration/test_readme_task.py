@@ -112,5 +112,6 @@ def test_the_docs_task_and_commands_run_as_written(tmp_path: Path) -> None:
                             '--others marginal')
     proc = run_documented(multiverse, tmp_path, timeout=300)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
-    maps = list((tmp_path / "multiverse-my-task-rbf-ard").glob("map_*.csv"))
+    # The latest sweep's maps, filtered: keyed by its run, the kernel and the filter's hash (issue 35).
+    maps = list(tmp_path.glob(f"multiverse-my-task-{sweeps[1][:8]}-rbf-ard-*/map_*.csv"))
     assert maps, sorted(p.name for p in tmp_path.iterdir())

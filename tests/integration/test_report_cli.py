@@ -167,3 +167,65 @@ def test_the_scale_minimum_the_qra_advice_names_is_an_option(seed_sweep, tmp_pat
     assert row["cv_star"] == pytest.approx(expected.cv_star, abs=1e-9) and expected.cv_star != qra(
         [r.data.metrics["score"] for r in children]).cv_star
     assert "scale minimum 0.1, set by --scale-min" in (tmp_path / "r" / "report.md").read_text()
+
+
+def report_in(sweep: Sweep, cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``sweeper report`` of the noisy sweep as a user runs it in ``cwd``: no --out, the default folder."""
+    cmd = [sys.executable, "-m", "sweeper.cli", "report", "--experiment", "noisy", "--tracking-uri",
+           sweep.tracking_uri, "--surrogate", "never", *args]
+    return subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, timeout=120)
+
+
+def test_reports_with_and_without_a_filter_never_mix_and_the_sweep_run_leads_to_them(seed_sweep,
+                                                                                     tmp_path: Path) -> None:
+    """Issue 35: folders keyed by sweep run and filter, each rewritten as a whole, locally and in MLflow, and
+    the sweep's run describes itself (command, best trial, trial count) and links to every report logged."""
+    from mlflow.tracking import MlflowClient
+
+    from sweeper.report import parse_filter
+    from sweeper.report.outputs import filter_hash
+
+    sweep, _, _ = seed_sweep
+    parent, children = sweep.runs("noisy")
+    run, client = parent.info.run_id, MlflowClient(sweep.tracking_uri)
+    rule = f"score >= {float(np.median([r.data.metrics['score'] for r in children])):.6f}"
+    digest = filter_hash(parse_filter(rule))
+    # An earlier report of each kind left a file the next must not keep: in MLflow's report/ and on disk.
+    client.log_text(run, "old", "report/stale.txt")
+    unfiltered = tmp_path / f"report-noisy-{run[:8]}"
+    unfiltered.mkdir()
+    (unfiltered / "summary.json").write_text("{}")
+    (unfiltered / "stale.txt").write_text("old")
+
+    proc = report_in(sweep, tmp_path, "--filter", rule)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert f"under report-filtered-{digest}/" in proc.stdout
+    proc = report_in(sweep, tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+    filtered = tmp_path / f"{unfiltered.name}-{digest}"
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([unfiltered.name, filtered.name])  # no staging left
+    assert (filtered / "filtered.csv").is_file() and not (unfiltered / "filtered.csv").exists()
+    assert not (unfiltered / "stale.txt").exists() and (unfiltered / "report.html").is_file()
+    assert "filtered.csv" in artifacts_in(client, run, f"report-filtered-{digest}")
+    assert {p.name for p in unfiltered.iterdir()} == artifacts_in(client, run, "report")  # stale.txt is gone
+
+    parent = client.get_run(run)
+    note = parent.data.tags["mlflow.note.content"]
+    best = max(children, key=lambda r: r.data.metrics["score"])
+    assert parent.data.metrics["best_score"] == pytest.approx(best.data.metrics["score"])
+    assert parent.data.metrics["num_trials"] == 8
+    assert "noisy.py --multirun hydra/sweeper=multiverse" in note and "- Trials: 8 (8 finished, 0 failed)" in note
+    assert f"- Best trial: #{best.data.tags['sweeper.trial_index']} (" in note and "env.seed=" in note
+    assert "`report/report.html`" in note and f"`report-filtered-{digest}/report.html`" in note
+    assert f"written to `{unfiltered}`" in note
+
+    # An --out that holds something else is never deleted.
+    (tmp_path / "notes.txt").write_text("mine")
+    refused = report_cli(sweep, "noisy", tmp_path)
+    assert refused.returncode == 1 and "holds files but no summary.json" in refused.stderr
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def artifacts_in(client: object, run_id: str, folder: str) -> set[str]:
+    return {Path(a.path).name for a in client.list_artifacts(run_id, folder)}  # type: ignore[attr-defined]
