@@ -28,6 +28,7 @@ from sweeper.report.groups import PairedConditions, QRAGroup, paired_conditions,
 from sweeper.report.outputs import REPORT_ARTIFACT_DIR, report_artifact_dir
 from sweeper.report.surrogate import SurrogateCurve, SurrogateUnavailable, surrogate_curve, unit_points
 from sweeper.search.direction import bounds_hint
+from sweeper.search.space import FloatDim
 from sweeper.search.warping import MetricBounds
 
 if TYPE_CHECKING:
@@ -166,6 +167,12 @@ def build_report(
     if group_by is not None and f"param.{group_by}" not in trials:
         params = sorted(c[len("param."):] for c in trials.columns if c.startswith("param."))
         raise ReportError(f"--group-by {group_by!r}: no trial has that param; the trials have {params}.")
+    if group_by is not None and _continuous(records, group_by):
+        discrete = [d.name for d in records.space.dims if not isinstance(d, FloatDim)] if records.space else []
+        raise ReportError(f"--group-by {group_by!r}: {group_by} is a continuous dim, so every trial has a value of "
+                          f"its own and each group would hold one trial. Group by a categorical or integer param"
+                          + (f" ({', '.join(discrete)})" if discrete else "") + ", or use `sweeper multiverse` to "
+                          f"see how the metric depends on {group_by}.")
     rule = parse_filter(trial_filter) if isinstance(trial_filter, str) else trial_filter
     selection = select_trials(records, metric, rule)
     finished, kept_mask, filtered_mask = selection.finished, selection.kept, selection.filtered
@@ -212,7 +219,8 @@ def build_report(
     if biased:
         blocks.append(Paragraph(
             f"**Caution: the empirical expected-max estimator assumes i.i.d. random draws from the search space, "
-            f"but this sweep's trials came from `{records.strategy}`, so the empirical curve below is biased. "
+            f"but this sweep's trials came from {_phases(kept, records.strategy)}, so the empirical curve below is "
+            f"biased. "
             + ("The surrogate-based curve estimates what random search would have found.**" if sur is not None else
                f"No surrogate-based curve could be computed ({sur_note}): read the empirical curve as a "
                f"description of these trials only, not of the search space.**")))
@@ -243,6 +251,32 @@ def build_report(
                   biased=biased, curves=curves, surrogate=sur, surrogate_note=sur_note, qra_groups=groups,
                   comparisons=comparisons, checklist=checklist, summary=summary,
                   artifact_dir=report_artifact_dir(rule))
+
+
+def no_trial_finished(records: SweepRecords) -> str:
+    """What to say when no trial of the sweep finished: how many failed and the most common error."""
+    failed = records.failed()
+    errors = failed["error"].dropna() if "error" in failed else []
+    common = errors.value_counts() if len(errors) else None
+    why = "" if common is None else f"; the most common error ({common.iloc[0]} of them): {common.index[0]}"
+    return (f"no trial of sweep {records.parent_run_id} finished ({len(records.trials)} trials, {len(failed)} failed"
+            f"{why}): there is nothing to analyse. `sweeper trials --experiment {records.experiment}` lists them; "
+            f"each failed trial's log holds its traceback.")
+
+
+def _continuous(records: SweepRecords, name: str) -> bool:
+    """Whether ``name`` is a float interval of the sweep's space (a value per trial: no groups)."""
+    dims = {d.name: d for d in records.space.dims} if records.space is not None else {}
+    return isinstance(dims.get(name), FloatDim)
+
+
+def _phases(kept: Any, strategy: str) -> str:
+    """Which phases produced the kept trials, with their counts: ```sobol` (8) and `ivr` (24)``."""
+    counts = kept["phase"].value_counts() if "phase" in kept and kept["phase"].notna().any() else None
+    if counts is None or not len(counts):
+        return f"`{strategy}`"
+    parts = [f"`{phase}` ({n})" for phase, n in counts.items()]
+    return parts[0] if len(parts) == 1 else ", ".join(parts[:-1]) + f" and {parts[-1]}"
 
 
 def log_report(report: Report, tracker: MLflowTracker, run_id: str | None = None) -> list[str]:

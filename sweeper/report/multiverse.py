@@ -56,6 +56,7 @@ from sweeper.report.build import (
     ReportError,
     _finite,
     log_files,
+    no_trial_finished,
     resolve_bounds,
     trial_points,
     unbounded_score_hint,
@@ -134,6 +135,8 @@ def build_multiverse(
         raise ReportError("the sweep's search space cannot be read (no search_space.json artifact and no space.* "
                           "params) or has no dimension: there is nothing to map")
     trials = records.trials
+    if not (trials["status"] == "FINISHED").any():
+        raise ReportError(no_trial_finished(records))
     if f"metric.{metric}" not in trials:
         known = sorted(c[len("metric."):] for c in trials.columns if c.startswith("metric."))
         raise ReportError(f"no trial has the metric {metric!r}; the trials have {known}. Pass --metric with one.")

@@ -170,6 +170,16 @@ def surrogate_section(out: OutputDir, surrogate: SurrogateCurve | None, skipped:
     return blocks
 
 
+def _without_restatements(frame: pd.DataFrame) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """A group's table for the page: a condition that repeats an earlier column value for value (the
+    threads a library reports, restating ``env.threads``) is left out; ``conditions.csv`` keeps them all."""
+    shown: list[str] = []
+    for column in frame.columns:
+        if not any(frame[column].astype(str).equals(frame[other].astype(str)) for other in shown):
+            shown.append(column)
+    return shown, list(frame[shown].itertuples(index=False, name=None))
+
+
 def _scale_min(groups: Sequence[QRAGroup]) -> float:
     """The scale minimum the groups' QRA subtracted (0 when none was computed)."""
     return next((r.scale_min for g in groups for r in g.results.values() if isinstance(r, QRA)), 0.0)
@@ -215,7 +225,7 @@ def qra_section(out: OutputDir, groups: Sequence[QRAGroup], measurands: Sequence
                    Paragraph("Conditions of measurement that vary within the group: "
                              + (", ".join(f"`{c.split('.', 1)[1]}`" for c in g.conditions) or
                                 "**none recorded**: the spread comes from something the records do not show.")),
-                   table(list(g.table.columns), g.table.itertuples(index=False, name=None))]
+                   table(*_without_restatements(g.table))]
         lines, notes = [], []
         for m in measurands:
             r = g.results.get(m)

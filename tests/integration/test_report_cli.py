@@ -111,6 +111,11 @@ def test_seed_sweep_report_has_the_caution_qra_and_crane_statistics(seed_sweep) 
         assert row[column] == pytest.approx(value, rel=0, abs=1e-9), column
     conditions = pd.read_csv(out / "conditions.csv")
     assert len(conditions) == 8 and {"env.seed", "env.threads"} <= set(conditions.columns)
+    # The page's table leaves out what restates another column value for value (the CSV keeps it all).
+    assert {"env.OMP_NUM_THREADS", "threads.numpy.openblas", "env_in_force.seed"} <= set(conditions.columns)
+    header = next(line for line in text.splitlines() if line.startswith("| index | run_id |"))
+    assert "| env.seed | env.threads |" in header and "OMP_NUM_THREADS" not in header
+    assert "threads.numpy.openblas" not in header and "env_in_force.seed" not in header
     assert sorted(zip(conditions["env.seed"], conditions["env.threads"])) == [(s, t) for s in range(4) for t in (1, 2)]
 
     # Crane: threads 1 vs 2 paired on the seed.

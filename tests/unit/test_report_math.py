@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -403,3 +404,28 @@ def dataclasses_replace(records: SweepRecords, **changes: Any) -> SweepRecords:
     import dataclasses
 
     return dataclasses.replace(records, **changes)
+
+
+# ---------------------------------------------------------------- advice that can be followed (issue 35, item 5)
+def test_the_caution_names_the_phases_that_produced_the_trials(tmp_path: Path) -> None:
+    records = records_of("sobol")
+    records.trials.loc[records.trials["index"] >= 16, "phase"] = "ivr"  # 16 Sobol points, then GP-chosen ones
+    records = replace(records, strategy="ivr")
+    text = build_report(records, out_dir=tmp_path, surrogate=False).markdown.read_text().split("## ")[0]
+    assert "came from `sobol` (15) and `ivr` (8)" in text  # the kept trials (#3 failed), by phase
+
+
+def test_group_by_a_continuous_dim_is_refused_with_what_to_do_instead(tmp_path: Path) -> None:
+    with pytest.raises(ReportError, match=r"--group-by 'x': x is a continuous dim, so every trial has a value of "
+                                          r"its own .* use `sweeper multiverse` to see how the metric depends on x"):
+        build_report(records_of("sobol"), out_dir=tmp_path, group_by="x", surrogate=False)
+
+
+def test_a_sweep_whose_trials_all_failed_says_so_and_why(tmp_path: Path) -> None:
+    from sweeper.report.multiverse import build_multiverse
+
+    records = records_of("sobol", n=6)
+    trials = records.trials.assign(status="FAILED", error="ValueError: boom").drop(columns=["metric.acc"])
+    with pytest.raises(ReportError, match=r"no trial of sweep parent finished \(6 trials, 6 failed; the most common "
+                                          r"error \(6 of them\): ValueError: boom\)"):
+        build_multiverse(replace(records, trials=trials), out_dir=tmp_path / "mv")
