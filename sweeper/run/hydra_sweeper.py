@@ -14,6 +14,7 @@ import json
 import logging
 import math
 import os
+import shlex
 import sys
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -534,6 +535,8 @@ class SweeperImpl:
         log.info("%s %d trials (%d failed). Results: %s", "Finished" if gap is None else "Ran", len(outcome.records),
                  len(outcome.failed), sweep_dir / RESULTS_FILE)
         log.info("%s", tracker.browse_text(parent_run_id))
+        if outcome.finished:
+            log.info("%s", next_commands(tracker.experiment_name, parent_run_id, tracker.tracking_uri))
         also = f"\nAlso, the {gap}" if gap else ""
         if too_many and searcher.policy.stop_reason:
             raise TrialFailuresExceeded(
@@ -548,6 +551,15 @@ class SweeperImpl:
             )
         if gap:
             raise RecordsIncomplete(f"the sweep ran its {len(outcome.records)} trials, but {gap}")
+
+
+def next_commands(experiment: str, run_id: str, tracking_uri: str) -> str:
+    """What the sweep prints last: the commands that analyse it, with this sweep's experiment, run and store."""
+    where = (f" --experiment {shlex.quote(experiment)} --run {run_id} "
+             f"--tracking-uri {shlex.quote(redact_text(tracking_uri))}")
+    return ("Next:\n"
+            f"  sweeper report{where}\n"
+            f"  sweeper multiverse{where}")
 
 
 def fixed_values_text(space: SearchSpace) -> str:

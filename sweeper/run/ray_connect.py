@@ -20,6 +20,34 @@ from sweeper.run.cluster import runtime_env
 log = logging.getLogger(__name__)
 
 
+#: The notice Ray logs when a local Ray it starts turns on token authentication by default.
+TOKEN_NOTICE = "Token authentication is enabled for this Ray cluster"
+
+
+class _DropTokenNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(TOKEN_NOTICE)
+
+
+@contextmanager
+def _quiet_token_notice(local: bool) -> Iterator[None]:
+    """Leave out Ray's notice that the local Ray the sweep starts uses token authentication.
+
+    It is the default, and the secure one: the sweep's own Ray, on this machine, needs nothing
+    from the user, so a warning on every sweep ("Set RAY_AUTH_MODE=disabled to opt out") only
+    invites turning it off. The mode itself is unchanged, and every other message passes.
+    """
+    if not local:
+        yield
+        return
+    logger, notice = logging.getLogger("ray._private.authentication.authentication_token_setup"), _DropTokenNotice()
+    logger.addFilter(notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(notice)
+
+
 def start_ray(ray_cfg: dict[str, Any], code_dir: str | None, client: bool = False) -> tuple[bool, dict[str, Any]]:
     """Start a local Ray (address null) or connect to a cluster.
 
@@ -49,7 +77,7 @@ def start_ray(ray_cfg: dict[str, Any], code_dir: str | None, client: bool = Fals
                       # Python process and ~0.4 CPU-seconds, for nothing).
                       _system_config={"prestart_worker_first_driver": False})
     try:
-        with ray_processes_apart(address is None):
+        with ray_processes_apart(address is None), _quiet_token_notice(address is None):
             init_ray(ray, kwargs, env, client)
     except ConnectionError as exc:
         if auth_refused(exc):

@@ -20,6 +20,7 @@ import json
 import logging
 import math
 import socket
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -89,6 +90,8 @@ class TrialRecorder(Callback):
         self._continuable: dict[int, str] = {}  # index -> its run, open for a restart from a checkpoint
         self._by_trial: dict[str, TrialRecord] = {}
         self._adopted: dict[int, TrialRecord] = {}  # index -> a trial that ended before a resume
+        self._started = time.monotonic()  # for the progress line's elapsed time and estimate
+        self._ended_here = 0  # trials that ended in this process (not replayed): the pace of the estimate
         #: The trials in flight when the sweep was preempted or interrupted (None: it was not), and which of
         #: the two (PREEMPTED or INTERRUPTED): see sweeper.run.preemption.
         self.suspended: list[int] | None = None
@@ -324,9 +327,24 @@ class TrialRecorder(Callback):
         self.records[record.index] = record
         outcome = (f"{self.metric}={record.value:.6g}" if record.status == "FINISHED"
                    else f"{record.status}: {record.error}{_log_pointer(result)}")
-        log.info("[%d/%d] #%d %s batch %d  %s  %s  (%.2f s)", len(self.records), self.num_trials,
+        self._ended_here += 1
+        log.info("[%d/%d%s] #%d %s batch %d  %s  %s  (%.2f s)", len(self.records), self.num_trials, self._pace(),
                  record.index, record.phase, record.batch, format_params(record.params), outcome,
                  record.duration_s)
+
+    def _pace(self) -> str:
+        """``, 1:05 elapsed, ~2:10 left`` for the progress line: the remaining trials at this sweep's pace so far."""
+        elapsed = time.monotonic() - self._started
+        left = max(self.num_trials - len(self.records), 0)
+        estimate = f", ~{_clock(elapsed / self._ended_here * left)} left" if left and self._ended_here else ""
+        return f", {_clock(elapsed)} elapsed{estimate}"
+
+
+def _clock(seconds: float) -> str:
+    """``h:mm:ss`` above an hour, ``m:ss`` below."""
+    minutes, secs = divmod(int(round(seconds)), 60)
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
 def _log_pointer(result: dict[str, Any]) -> str:

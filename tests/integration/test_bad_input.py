@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import sqlite3
 import subprocess
 import sys
@@ -355,7 +356,8 @@ def test_a_metric_the_task_never_returns_stops_the_sweep_after_the_first_trial(t
     assert sweep.proc.returncode != 0, out
     assert ("hydra.sweeper.metric='acc' is not what the task returns: trial #0 returned ['score', 'x_seen'] and no "
             "trial returned 'acc', so no further trial starts. Try hydra.sweeper.metric=score.") in out
-    assert "[1/8] #0" in out and "[2/8]" not in out
+    # The progress line: trials ended, elapsed time and the estimate of what is left at this pace.
+    assert re.search(r"\[1/8, \d+:\d\d elapsed, ~\d+:\d\d left\] #0 ", out) and "[2/8" not in out
     parent, children = sweep.runs("toy")
     assert parent.info.status == "FAILED"
     assert len(children) == 1 and children[0].info.status == "FAILED"

@@ -52,6 +52,7 @@ def test_make_demo_then_the_readmes_report_and_multiverse_on_its_sweep(checkout:
     assert "Finished 12 trials (0 failed)" in output and "Best: trial #" in output, output[-3000:]
     assert f"mlflow ui --backend-store-uri sqlite:///{checkout / 'mlruns.db'}" in output, output[-3000:]
     assert "?workflowType=machine_learning" in output
+    assert "Token authentication is enabled" not in output  # Ray's notice on every local start (issue 34)
     (sweep_dir,) = {p.parent for p in (checkout / "multirun").glob("*/*/optimization_results.yaml")}
     sweep = Sweep(proc, sweep_dir, f"sqlite:///{checkout / 'mlruns.db'}")
     check_svm_sweep_records(sweep)

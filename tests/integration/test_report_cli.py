@@ -8,6 +8,7 @@ which makes one QRA group of 8 measurements and 4 seed-paired threads comparison
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -234,3 +235,18 @@ def test_reports_with_and_without_a_filter_never_mix_and_the_sweep_run_leads_to_
 
 def artifacts_in(client: object, run_id: str, folder: str) -> set[str]:
     return {Path(a.path).name for a in client.list_artifacts(run_id, folder)}  # type: ignore[attr-defined]
+
+
+def test_the_commands_the_sweep_prints_last_run_as_printed(random_sweep, tmp_path: Path) -> None:
+    import shlex
+
+    sweep, _, _ = random_sweep
+    lines = sweep.output.split("Next:\n", 1)[1].splitlines()[:2]
+    assert [line.split()[:2] for line in lines] == [["sweeper", "report"], ["sweeper", "multiverse"]]
+    assert re.search(r"\[12/12, \d+:\d\d elapsed\] #\d+ ", sweep.output)  # the last progress line: nothing left
+    for k, line in enumerate(lines):
+        argv = shlex.split(line)[1:]
+        proc = subprocess.run([sys.executable, "-m", "sweeper.cli", *argv, "--no-log", "--out", str(tmp_path / str(k))],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, line + "\n" + proc.stderr
+        assert (tmp_path / str(k) / "summary.json").exists()
