@@ -13,7 +13,8 @@ the two dims, mean, sd) and scores them against the truth:
 - **map**: the share of the map's grid points whose truth lies in ``mean ± 1.96 sd``, and the
   RMSE of the mean;
 - **bounds**: the smallest and largest number shown (curve and band, map means);
-- **LOO**: the leave-one-out coverage the report and the analysis state for their GP.
+- **LOO**: the leave-one-out coverage the report and the analysis state for their GP, and the
+  verdict of all their predictive checks (:mod:`sweeper.search.calibration`).
 
 Goals (issue 15): curve within 0.02 at every n; truth in the band for >= 90 % of n; the map's
 band holding 85-99 % of the truth; nothing shown outside [0, 1].
@@ -45,7 +46,8 @@ from bench.report import fmt, markdown_table, write_results
 ROOT = Path(__file__).resolve().parents[1]
 CURVE_GOAL, BAND_GOAL, MAP_GOAL = 0.02, 0.90, (0.85, 0.99)
 APPS = {"svm": ("experiments/svm.py", "svm-breast-cancer"), "hgb": ("bench/apps/ml_map.py", "bench-ml-map"),
-        "sgd": ("bench/apps/ml_map.py", "bench-ml-map")}
+        "sgd": ("bench/apps/ml_map.py", "bench-ml-map"),
+        "wine": ("bench/apps/ml_map.py", "bench-ml-map")}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -140,8 +142,9 @@ def score(name: str, report_dir: Path, multiverse_dir: Path) -> dict[str, Any]:
     t = truth_at(name, U)
     err = frame["mean"].to_numpy() - t
     shown = np.concatenate([mean, low, high, frame["mean"].to_numpy()])
-    report_loo = json.loads((report_dir / "summary.json").read_text())["surrogate"].get("loo") or {}
-    map_loo = json.loads((multiverse_dir / "summary.json").read_text()).get("loo") or {}
+    report_summary = json.loads((report_dir / "summary.json").read_text())["surrogate"]
+    map_summary = json.loads((multiverse_dir / "summary.json").read_text())
+    report_loo, map_loo = report_summary.get("loo") or {}, map_summary.get("loo") or {}
     return {
         "curve_max_dev": float(np.max(np.abs(mean - truth))), "curve_worst_n": int(np.argmax(np.abs(mean - truth)) + 1),
         "curve_in_band": float(np.mean((truth >= low) & (truth <= high))),
@@ -151,6 +154,8 @@ def score(name: str, report_dir: Path, multiverse_dir: Path) -> dict[str, Any]:
         "map_points": int(len(frame)), "shown_min": float(shown.min()), "shown_max": float(shown.max()),
         "report_loo_coverage95": report_loo.get("coverage95"), "map_loo_coverage95": map_loo.get("coverage95"),
         "map_loo_verdict": map_loo.get("verdict"),
+        "report_verdict": (report_summary.get("calibration") or {}).get("verdict"),
+        "map_verdict": (map_summary.get("calibration") or {}).get("verdict"),
     }
 
 
@@ -176,7 +181,7 @@ def _point(space: Any, row: dict[str, Any]) -> dict[str, Any]:
 
 def fidelity_markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> str:
     header = ["map", "seed", "curve: max error (n)", "truth in band", "map: truth in ±1.96 sd", "map RMSE",
-              "shown values", "LOO 95 % (report / map)"]
+              "shown values", "LOO 95 % (report / map)", "verdict (report / map)"]
     lo, hi = MAP_GOAL
     table = []
     for r in rows:
@@ -186,7 +191,8 @@ def fidelity_markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> s
         table.append([r["map"], str(r["seed"]), f"{r['curve_max_dev']:.3f} ({r['curve_worst_n']}){mark(ok[0])}",
                       f"{r['curve_in_band']:.0%}{mark(ok[1])}", f"{r['map_coverage']:.1%}{mark(ok[2])}",
                       fmt(r["map_rmse"]), f"{r['shown_min']:.3f} … {r['shown_max']:.3f}{mark(ok[3])}",
-                      f"{fmt(r['report_loo_coverage95'])} / {fmt(r['map_loo_coverage95'])}"])
+                      f"{fmt(r['report_loo_coverage95'])} / {fmt(r['map_loo_coverage95'])}",
+                      f"{r.get('report_verdict')} / {r.get('map_verdict')}"])
     met = sum(r["curve_max_dev"] <= CURVE_GOAL and r["curve_in_band"] >= BAND_GOAL and lo <= r["map_coverage"] <= hi
               and r["shown_min"] >= 0 and r["shown_max"] <= 1 for r in rows)
     note = (f"{'No metric bounds declared' if args.no_bounds else 'hydra.sweeper.metric_bounds=[0,1]'}; code of "
