@@ -144,7 +144,7 @@ def one(name: str, bounds: bool, seed: int, n: int) -> dict[str, Any]:
 
 def calibration_markdown(rows: list[dict[str, Any]]) -> str:
     header = ["map", "bounds", "seed", "map holds the truth", "verdict (LOO / LOCO / prospective)",
-              "searcher's predictions in 95 %", "worst |z|", "curve: truth in band (largest miss)", "max error"]
+              "searcher's predictions in 95 %", "worst residual", "curve: truth in band (largest miss)", "max error"]
     table = [[r["map"], "[0, 1]" if r["bounds"] else "none", str(r["seed"]),
               f"{r['map_coverage']:.1%}" + ("" if r["map_coverage"] >= MAP_GOAL else " (< 85 %)"),
               f"**{r['verdict']}** ({r['loo']} / {r['loco']} / {r['prospective']})",
