@@ -95,11 +95,13 @@ def test_batch_size_cpu(tmp_path: Path) -> None:
 
 
 def test_seeds_cpu_repeats_bit_identically_in_separate_trials(tmp_path: Path) -> None:
-    """2 seeds x 2 thread counts x deterministic on/off, each cell measured twice (16 Sobol points)."""
+    """2 seeds x 2 thread counts x deterministic on/off, the grid run twice (16 trials)."""
     command = documented("python experiments/train.py --multirun +experiment=seeds/cpu")
-    sweep = run_documented_sweep(command, tmp_path, "epochs=2",
-                    "hydra.sweeper.params={env.seed:'range(0, 2)'}",  # merged: the two choices stay
-                    "hydra.sweeper.num_trials=16", "hydra.sweeper.n_initial=16", "hydra.sweeper.batch_size=16")
+    sweep = run_documented_sweep(command, tmp_path, "epochs=2",  # params={...} replaces the YAML's params
+                    "hydra.sweeper.params={env.seed:'range(0, 2)',env.threads:'choice(1, 2)',"
+                    "env.deterministic:'choice(true, false)'}",
+                    "hydra.sweeper.grid_repeats=2", "hydra.sweeper.num_trials=16", "hydra.sweeper.n_initial=16",
+                    "hydra.sweeper.batch_size=16")
     children = _finished(sweep, "seeds-cpu", 16)
     cells: dict[tuple[str, str, str], list[Any]] = defaultdict(list)
     for r in children:

@@ -112,10 +112,10 @@ class Readers:
     def _commands(self) -> None:
         """``sweeper report``, ``multiverse`` and ``trials`` on the earlier sweep, in turn, as a user browsing."""
         uri = f"sqlite:///{self.db}"
-        commands = {
+        commands = {  # the quick one first: each gets a turn before the sweep ends, however slow the others
+            "trials": ["trials"],
             "report": ["report", "--out", str(self.tmp_path / "report")],
             "multiverse": ["multiverse", "--out", str(self.tmp_path / "maps")],
-            "trials": ["trials"],
         }
         while not self._stop.is_set():
             for name, args in commands.items():

@@ -181,7 +181,7 @@ def test_a_task_that_raises_the_same_error_every_time_stops_after_the_first_tria
     ran = len(children)
     assert 3 <= ran <= 4, out
     assert all(r.info.status == "FAILED" for r in children)
-    assert f"[{ran}/16]" in out and f"[{ran + 1}/16]" not in out
+    assert f"[{ran}/16, " in out and f"[{ran + 1}/16, " not in out
     error = "ConfigAttributeError: Key 'hang_gil_above' is not in struct"
     message = out[out.index("Error: the sweep stopped"):]  # the command's last word, on stderr
     assert message.count(error) == 1, message

@@ -179,8 +179,9 @@ def _written_maps(fit, tmp_path):
 
     summary = {"maps": []}
     trials = MapTrials(fit.X, fit.y, np.empty((0, fit.space.d)))
-    _maps(OutputDir(tmp_path), fit, trials, "val_acc", "centre", 5, 0, summary)
-    return pd.read_csv(tmp_path / "map_x.csv")
+    out = OutputDir(tmp_path / "maps")
+    _maps(out, fit, trials, "val_acc", "centre", 5, 0, summary)
+    return pd.read_csv(out.commit() / "map_x.csv")
 
 
 def test_a_bounded_map_s_band_stays_inside_the_bounds_and_is_the_figure_s(tmp_path) -> None:

@@ -140,8 +140,9 @@ def test_report_groups_count_distinct_seeds_and_skip_constants_of_the_configurat
 
 def test_report_qra_section_writes_status_and_words(tmp_path: Path) -> None:
     groups = qra_groups(seeds_cpu_trials([0.9] * 8), ["test_acc", "epochs"])
-    blocks = qra_section(OutputDir(tmp_path), groups, ["test_acc", "epochs"])
-    rows = pd.read_csv(tmp_path / "qra.csv").set_index("measurand")
+    out = OutputDir(tmp_path / "report")
+    blocks = qra_section(out, groups, ["test_acc", "epochs"])
+    rows = pd.read_csv(out.commit() / "qra.csv").set_index("measurand")
     assert rows.loc["test_acc", "status"] == "constant" and rows.loc["test_acc", "n_trials"] == 32
     assert math.isnan(rows.loc["test_acc", "cv_star"]) and math.isnan(rows.loc["test_acc", "ci_low"])
     assert rows.loc["epochs", "status"] == "fixed"
