@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from sweeper.analysis.runs import SEED_KEYS, is_environment_param
 from sweeper.search.calibration import Calibration, calibration, prospective_check
 from sweeper.search.loo import PredictiveCheck
 from sweeper.search.space import SearchSpace
@@ -19,15 +20,11 @@ from sweeper.search.space import SearchSpace
 if TYPE_CHECKING:
     import pandas as pd
 
-#: Dims that are seeds (besides every ``env.*`` dim).
-SEED_DIMS = ("seed", "env.seed")
-
-
 def replicate_columns(space: SearchSpace | None) -> list[int]:
     """Columns of ``space`` that are conditions of measurement: ``env.*`` and seed dims."""
     if space is None:
         return []
-    return [i for i, name in enumerate(space.names) if name.startswith("env.") or name in SEED_DIMS]
+    return [i for i, name in enumerate(space.names) if is_environment_param(name) or name in SEED_KEYS]
 
 
 def searcher_predictions(kept: pd.DataFrame, metric: str) -> PredictiveCheck | None:

@@ -72,6 +72,14 @@ class SweepNotFoundError(LookupError):
     """The tracking store holds no such experiment or sweep; the message says what to check."""
 
 
+#: Params that are seeds: conditions of measurement, and the replicate key of QRA.
+SEED_KEYS = ("seed", "env.seed")
+
+
+def is_environment_param(key: str) -> bool:
+    """Whether a param is an environment condition (``env.*`` or ``seed``), not part of the object measured."""
+    return key.startswith("env.") or key == "seed"
+
 @dataclass(frozen=True)
 class SweepRecords:
     """Everything MLflow holds about one sweep.

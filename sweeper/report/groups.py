@@ -34,11 +34,11 @@ from sweeper.analysis.environment import (
     summarize_conditions,
 )
 from sweeper.analysis.qra import QRA, qra_replicates
+from sweeper.analysis.runs import SEED_KEYS, is_environment_param
 
 if TYPE_CHECKING:
     import pandas as pd
 
-SEED_KEYS = ("seed", "env.seed")
 #: ``sweeper.*`` tags that describe the sweep's bookkeeping, not how a score was obtained.
 BOOKKEEPING_TAGS = frozenset({
     "trial_index", "phase", "batch", "strategy", "acquisition", "predicted_mean", "predicted_sd",
@@ -46,11 +46,6 @@ BOOKKEEPING_TAGS = frozenset({
     "trial_dir", "checkpoint_step", "restart_error",  # where a trial's checkpoints live, the newest's step
 })
 MISSING = "—"
-
-
-def is_environment_param(key: str) -> bool:
-    """Whether a param is an environment condition (``env.*`` or ``seed``), not part of the object."""
-    return key.startswith("env.") or key == "seed"
 
 
 def value_text(value: Any) -> str:
