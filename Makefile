@@ -7,7 +7,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP_VERSION := 26.3
 
-.PHONY: install system-deps demo docs bytecode lint-imports test test-unit test-integration test-parallel \
+.PHONY: install system-deps demo docs bytecode lint lint-imports test test-unit test-integration test-parallel \
 	test-serial bench lock clean
 
 # pip compiles each module it installs to bytecode on one core (~55 CPU-s here, half the install); with
@@ -38,7 +38,7 @@ demo: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
-test: docs bytecode lint-imports test-parallel test-serial
+test: docs bytecode lint test-parallel test-serial
 
 # Bytecode for our own modules: where PYTHONDONTWRITEBYTECODE is set (CI images, this one) Python
 # never caches it, and each of the suite's thousands of processes (sweeps, Ray workers, writers)
@@ -55,6 +55,11 @@ endef
 # The layers' import contracts ([tool.importlinter] in pyproject.toml).
 lint-imports: $(STAMP)
 	$(BIN)/lint-imports --no-cache
+
+# ruff and mypy as configured in pyproject.toml ([tool.ruff], [tool.mypy]), then the layers.
+lint: lint-imports
+	$(BIN)/ruff check sweeper hydra_plugins experiments bench tests
+	$(BIN)/mypy
 
 # The unit tests alone, or the integration tests alone (then those marked serial).
 test-unit: lint-imports

@@ -186,7 +186,7 @@ def fidelity_markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> s
     table = []
     for r in rows:
         ok = (r["curve_max_dev"] <= CURVE_GOAL, r["curve_in_band"] >= BAND_GOAL, lo <= r["map_coverage"] <= hi,
-              0.0 <= r["shown_min"] and r["shown_max"] <= 1.0)
+              r["shown_min"] >= 0.0 and r["shown_max"] <= 1.0)
         mark = lambda good: "" if good else " ✗"  # noqa: E731
         table.append([r["map"], str(r["seed"]), f"{r['curve_max_dev']:.3f} ({r['curve_worst_n']}){mark(ok[0])}",
                       f"{r['curve_in_band']:.0%}{mark(ok[1])}", f"{r['map_coverage']:.1%}{mark(ok[2])}",

@@ -417,7 +417,7 @@ class Driver:
         self.started = time.perf_counter()
         self.tmp = Path(tempfile.mkdtemp(prefix="gpu_check_"))
         self.results: dict[str, Any] = {"command": " ".join([sys.executable, *sys.argv]),
-                                        "started": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+                                        "started": datetime.datetime.now(datetime.UTC).isoformat(),
                                         "device_arg": args.device, "quick": args.quick, "sections": {}}
 
     def save(self) -> None:

@@ -345,7 +345,7 @@ def _torch_loaded(torch: Any) -> None:
         _apply_torch(torch, s)
         if _LAST is not None:
             _LAST = read_environment(_LAST.seed, _LAST.device)
-    except Exception:  # noqa: BLE001 - never fail the task's import; the record reads what is in force
+    except Exception:  # never fail the task's import; the record reads what is in force
         log.exception("could not put the env settings in force on torch as the task imported it")
 
 

@@ -11,7 +11,7 @@ Two nodes are stored:
 
 import sys
 from dataclasses import dataclass, field, fields
-from typing import Any, Dict, List, Optional
+from typing import Any
 
 from hydra.core.config_store import ConfigStore
 
@@ -27,35 +27,35 @@ class MultiverseSweeperConf:
     metric: str = "objective"  # the task's output to model; a float return is named this
     # max | min: the metric's direction (for ucb and for the best trial). null: max, with a warning at the start
     # when the metric's name reads like lower-is-better (loss, error, mse, regret, perplexity, ...)
-    mode: Optional[str] = None
+    mode: str | None = None
     n_initial: int = 8  # Sobol points before the GP takes over (ivr, ucb)
     # points planned together from one GP fit; with ivr and without deterministic, the rest of a batch is
     # re-planned when results arrived since it was planned and the refit is short next to the trials
     batch_size: int = 8
     # trials in the sweep, failed ones included; null: 32, or with strategy=grid the grid's size x grid_repeats
     # (any other number is refused there)
-    num_trials: Optional[int] = None
+    num_trials: int | None = None
     grid_repeats: int = 1  # strategy=grid: how many times the whole grid runs, in the same order
     # the search space: key -> a string of Hydra's override grammar, e.g. lr: tag(log, interval(1e-4, 1));
     # a key given on the command line replaces the same key here; hydra.sweeper.params={} (or null) on the
     # command line clears what the YAML gives
-    params: Optional[Dict[str, Any]] = field(default_factory=dict)
+    params: dict[str, Any] | None = field(default_factory=dict)
     seed: int = 0  # the searcher's own seed: Sobol scramble, candidates, integration points, GP restarts
     deterministic: bool = False  # commit to whole batches: same points whatever the timing
     max_failure_rate: float = 0.5  # start no new trial once more than this fraction of num_trials failed
     # stop once the first this many trials to end all raised the same exception (type and message): a bug in the
     # task, e.g. a misspelt config key. The trials in flight finish first; if one succeeds, the sweep goes on.
     # Only exceptions count: a NaN, a timeout or a dead worker among those first trials rules it out. null or 0: never
-    stop_on_identical_failures: Optional[int] = 3
-    trial_timeout_s: Optional[float] = None  # a trial running longer ends TIMEOUT (a failure); null: no limit
+    stop_on_identical_failures: int | None = 3
+    trial_timeout_s: float | None = None  # a trial running longer ends TIMEOUT (a failure); null: no limit
     ucb_beta: float = 2.0  # exploration weight of the ucb strategy
     n_candidates: int = 2048  # quasi-random candidates the acquisition is maximised over
     n_integration: int = 1024  # quasi-random Monte-Carlo points of the IVR integral
     gp_restarts: int = 3  # optimiser starts of a cold GP fit (warm refits: the last optimum + the fixed start)
     # above this many results the restarts fit a seeded random subset (null: all); the posterior
     # always conditions on every result
-    gp_max_fit_points: Optional[int] = 300
-    gp_refine_max_points: Optional[int] = 1000  # up to this many, the best restart is refined on all (null: never)
+    gp_max_fit_points: int | None = 300
+    gp_refine_max_points: int | None = 1000  # up to this many, the best restart is refined on all (null: never)
     # fit the GP as MAP with a LogNormal prior on the continuous lengthscales (Hvarfner et al. 2024,
     # BoTorch's default); false: maximum likelihood
     gp_lengthscale_prior: bool = False
@@ -64,10 +64,10 @@ class MultiverseSweeperConf:
     coregion_rank: int = 1  # rank of W in each categorical dim's B = W W^T + diag(kappa)
     # T: before each batch, test an additive GP against a shared one (Bell et al. 2022, eq. 8) and stop once
     # K > T or K < 1/T; null: never
-    stop_on_bayes_factor: Optional[float] = None
+    stop_on_bayes_factor: float | None = None
     # [low, high] the metric can take, either null ([0, 1] for an accuracy): the GP models it warped
     # so every prediction respects them; a trial returning a value outside them FAILS. null: no bounds.
-    metric_bounds: Optional[List[Any]] = None
+    metric_bounds: list[Any] | None = None
     resume: bool = False  # continue the interrupted sweep in hydra.sweep.dir (see `sweeper resume`)
     # after each GP batch (ivr, ucb), its map on the sweep's MLflow run while the sweep runs: posterior mean and sd
     # PNGs under live/, the GP's leave-one-out check and the trials it rests on as metrics (step = the batch);
@@ -97,7 +97,7 @@ def unknown_setting_problem(key: str, value: Any) -> str:
     return f"{SWEEPER_KEY}.{key}={text} is not a setting of the multiverse sweeper: {fix}."
 
 
-def _override_problem(override: Any) -> Optional[str]:
+def _override_problem(override: Any) -> str | None:
     """What is wrong with one override of a ``hydra.sweeper`` key Hydra refused, or None if nothing we know of."""
     key = str(override.key_or_group)
     if not key.startswith(SWEEPER_KEY + "."):
@@ -130,7 +130,7 @@ def _explain_sweeper_overrides() -> None:
     if getattr(original, "explains_sweeper_overrides", False):
         return
 
-    def apply_overrides(overrides: List[Any], cfg: Any) -> None:
+    def apply_overrides(overrides: list[Any], cfg: Any) -> None:
         try:
             original(overrides, cfg)
         except ConfigCompositionException as exc:
@@ -162,7 +162,7 @@ class ResourcesConf:
     gpu: float = 0.0  # GPUs one trial reserves; 0.25 runs 4 trials per GPU (they share its memory)
     # custom resources, e.g. {large_gpu: 1}: trials then run only on nodes started with
     # --resources='{"large_gpu": 1}'
-    custom: Dict[str, float] = field(default_factory=dict)
+    custom: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -171,24 +171,24 @@ class RayConf:
 
     # null: start a new local Ray (even where RAY_ADDRESS is set); auto: the cluster this machine is a node
     # of (or RAY_ADDRESS); host:6379: the head's GCS address; ray://host:10001: Ray Client, from anywhere
-    address: Optional[str] = None
-    num_cpus: Optional[int] = None  # local Ray only; null: all cores
-    num_gpus: Optional[int] = None  # local Ray only; null: detect
+    address: str | None = None
+    num_cpus: int | None = None  # local Ray only; null: all cores
+    num_gpus: int | None = None  # local Ray only; null: detect
     resources_per_trial: ResourcesConf = field(default_factory=ResourcesConf)
     # forward the workers' stdout/stderr to this console (each job's log in its folder holds them too)
     log_to_driver: bool = False
-    max_concurrent_trials: Optional[int] = None  # null: as many as the resources per trial allow
+    max_concurrent_trials: int | None = None  # null: as many as the resources per trial allow
     max_failures: int = 0  # retries of a trial whose worker or node died (task exceptions are never retried)
     # Ray Tune's experiment state (and trial checkpoints); null: the sweep dir on the driver.
     # On several nodes: a path every node mounts at the same place (NFS), or s3://bucket/prefix.
-    storage_path: Optional[str] = None
+    storage_path: str | None = None
     # Code for the nodes (runtime_env working_dir): auto uploads the launch directory when joining
     # a cluster (ray.address set) and nothing on a local Ray; a path uploads it; null uploads nothing.
-    working_dir: Optional[str] = "auto"
-    py_modules: List[str] = field(default_factory=list)  # package folders or names shipped too, e.g. [sweeper]
-    excludes: List[str] = field(default_factory=lambda: list(UPLOAD_EXCLUDES))  # gitignore-style: not uploaded
+    working_dir: str | None = "auto"
+    py_modules: list[str] = field(default_factory=list)  # package folders or names shipped too, e.g. [sweeper]
+    excludes: list[str] = field(default_factory=lambda: list(UPLOAD_EXCLUDES))  # gitignore-style: not uploaded
     # anything else of Ray's runtime_env (pip, conda, container, env_vars), merged over what the sweeper sets
-    runtime_env: Dict[str, Any] = field(default_factory=dict)
+    runtime_env: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -199,7 +199,7 @@ class MLflowConf:
     # (only the driver writes to it)
     tracking_uri: str = "sqlite:///mlruns.db"
     # null: the app's name (Hydra's job name), filled in by the sweeper's driver.
-    experiment_name: Optional[str] = None
+    experiment_name: str | None = None
 
 
 @dataclass
@@ -212,7 +212,7 @@ class EnvConf:
     seed: int = 0  # seeds Python's random, NumPy and torch (CPU and every CUDA device) in one call
     # BLAS/OpenMP pools (threadpoolctl), torch.set_num_threads and OMP/MKL/OPENBLAS_NUM_THREADS; null leaves
     # them as they are
-    threads: Optional[int] = None
+    threads: int | None = None
     # torch.use_deterministic_algorithms, CUBLAS_WORKSPACE_CONFIG=:4096:8, cuDNN deterministic, autotuner off
     deterministic: bool = False
     cudnn: bool = True  # torch.backends.cudnn.enabled

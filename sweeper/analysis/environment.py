@@ -246,7 +246,7 @@ def compare_conditions(
         >>> round(c.mean_difference, 4), round(c.kendall_tau, 3), round(c.wilcoxon_p, 3)
         (0.01, 1.0, 0.375)
     """
-    from scipy import stats  # noqa: PLC0415  (scipy.stats takes ~1 s to import)
+    from scipy import stats  # scipy.stats takes ~1 s to import
 
     if zero_method not in ("wilcox", "pratt", "zsplit"):
         raise ValueError(

@@ -79,7 +79,7 @@ def _check_log(name: str, values: NDArray[np.float64], log: bool) -> None:
 
 def _trial_legend(fig: Figure, has_in: bool, has_out: bool) -> None:
     """Add one figure legend for the trial markers (proxies: facets may lack a kind)."""
-    from matplotlib.lines import Line2D  # noqa: PLC0415 (matplotlib is optional)
+    from matplotlib.lines import Line2D  # matplotlib is optional
 
     handles = ([Line2D([], [], label="trial", **_INCLUDED)] if has_in else []) + (
         [Line2D([], [], label="failed/filtered", **_EXCLUDED)] if has_out else []
@@ -226,7 +226,7 @@ def plot_line_facets(
         has_out = has_out or pts.excluded_x.size > 0
     handles, _ = ax.get_legend_handles_labels()  # the facet lines
     if has_out:
-        from matplotlib.lines import Line2D  # noqa: PLC0415 (matplotlib is optional)
+        from matplotlib.lines import Line2D  # matplotlib is optional
 
         handles.append(Line2D([], [], label="failed/filtered", **_EXCLUDED))
     ax.legend(handles=handles, loc="best", fontsize="small")

@@ -176,7 +176,7 @@ class _Hypergeometric:
     """The kept terms ``coef[:, j] * C(c_j, n) / C(N, n)`` of a sorted sample, for any ``n`` and ``j`` range."""
 
     def __init__(self, counts: NDArray[np.int64], coef: NDArray[np.float64]) -> None:
-        from scipy.special import gammaln  # noqa: PLC0415  (scipy.special costs ~0.3 s to import)
+        from scipy.special import gammaln  # scipy.special costs ~0.3 s to import
 
         self.total = int(counts.sum())
         self.cum = np.cumsum(counts)[:-1]  # c_j, ascending
@@ -248,7 +248,7 @@ def _hankel_tiles(hyper: _Hypergeometric, n_max: int) -> NDArray[np.float64]:
     lowest scores at budgets below 8, every score at budgets within ``4096`` of ``N``) the
     curvature is too high and the terms are evaluated directly (below 8 as products).
     """
-    from scipy import fft  # noqa: PLC0415
+    from scipy import fft
 
     total, lg, cum = hyper.total, hyper.lg, hyper.cum
     r = hyper.coef.shape[0]

@@ -36,8 +36,8 @@ _MISSING = "plotting needs matplotlib: pip install -e '.[plot]'"
 def _new_figure(figsize: tuple[float, float]) -> Figure:
     """Return a Figure on its own Agg canvas, or raise if matplotlib is missing."""
     try:
-        from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: PLC0415
-        from matplotlib.figure import Figure  # noqa: PLC0415
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
     except ImportError as err:
         raise MissingDependencyError(_MISSING) from err
     fig = Figure(figsize=figsize, layout="constrained")

@@ -141,7 +141,7 @@ def qra(
             "coefficient of variation is undefined: set scale_min to the lowest possible "
             "score of the scale (e.g. 1 for a 1..7 rating, 0 for accuracy; sweeper report --scale-min LOW)"
         )
-    from scipy.stats import t as student_t  # noqa: PLC0415  (scipy.stats takes ~1 s to import)
+    from scipy.stats import t as student_t  # scipy.stats takes ~1 s to import
 
     s = float(y.std(ddof=1))
     std = s / _c4(n)

@@ -169,7 +169,7 @@ def _sqlite_problem(uri: str) -> str | None:
         if file.is_dir():
             return f"{file} is a folder, not a database file: give a file in it, e.g. sqlite:///{file / 'mlruns.db'}"
         # Never a descriptor of our own on the file: closing it would drop every SQLite lock this
-        # process holds on it (docs/decisions/sqlite-readers.md). SQLite opens and closes it safely.
+        # process holds on it (docs/decisions/0001-sqlite-readers.md). SQLite opens and closes it safely.
         if not os.access(file, os.W_OK):
             return f"{file} cannot be opened for writing: make it writable, or give another file"
         try:

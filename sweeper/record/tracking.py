@@ -348,7 +348,7 @@ def _client(tracking_uri: str, attempts: int = 6) -> MlflowClient:
     descriptor of that file drops every POSIX lock the process holds on it, SQLite's
     included (``fcntl(2)``). A writer that lost its shared lock let a reader's closing
     connection take the exclusive lock, checkpoint and delete the write-ahead log under it,
-    and its next commits failed with "disk I/O error" (NOTE: docs/decisions/sqlite-readers.md).
+    and its next commits failed with "disk I/O error" (NOTE: docs/decisions/0001-sqlite-readers.md).
     """
     path = tracking_uri[len("sqlite:///"):] if tracking_uri.startswith("sqlite:///") else None
     for attempt in range(attempts):
@@ -363,7 +363,7 @@ def _client(tracking_uri: str, attempts: int = 6) -> MlflowClient:
                 return client
             finally:
                 os.close(folder)  # releases the flock
-        except Exception as exc:  # noqa: BLE001 - SQLAlchemy's or alembic's error, wrapped or not
+        except Exception as exc:  # SQLAlchemy's or alembic's error, wrapped or not
             race = path is not None and any(m in str(exc) for m in _MIGRATION_RACE)
             if attempt == attempts - 1 or not race:
                 raise

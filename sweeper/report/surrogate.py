@@ -58,8 +58,8 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from sweeper.analysis.expected_max import SurrogateExpectedMax, surrogate_expected_max
-from sweeper.search.design import as_generator, random_design
 from sweeper.search.calibration import Calibration, calibration
+from sweeper.search.design import as_generator, random_design
 from sweeper.search.loo import PredictiveCheck
 from sweeper.search.space import SearchSpace
 from sweeper.search.warping import MetricBounds

@@ -34,8 +34,8 @@ from sweeper.record.redaction import redact_overrides, redact_text
 from sweeper.record.spool import SPOOL_FILE, DurableWriter, retry_delays
 from sweeper.record.writer_process import WriterStart
 from sweeper.run.checkpoints import CheckpointSettings, newest_checkpoint, storage_filesystem
-from sweeper.run.code_identity import code_conditions, code_warning
 from sweeper.run.cluster import address_problem, is_client_address, storage_path, tune_experiment_path
+from sweeper.run.code_identity import code_conditions, code_warning
 from sweeper.run.compose import TrialComposer
 from sweeper.run.outcome import SweepOutcome, format_params, records_gap
 from sweeper.run.ray_connect import start_ray, unreachable
@@ -264,7 +264,7 @@ class SweeperImpl:
         overrides = space.to_overrides(point)
         try:
             fast = composer.verify(space.dim_overrides(point))
-        except Exception as exc:  # noqa: BLE001 - Hydra raises several types; all mean the same
+        except Exception as exc:  # Hydra raises several types; all mean the same
             raise SweeperConfigError(
                 f"a trial config does not compose with the overrides {overrides}: {exc}. Check that every "
                 f"swept key exists in the task's config (prefix a new key with +, e.g. +{space.names[0]}=...)."

@@ -58,9 +58,9 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     from sweeper.run.checkpoint_keeper import CheckpointKeeper
     from sweeper.run.fault_guard import FaultGuard, tolerate_oom_kills
     from sweeper.run.preemption import Interruption, Preemption
-    from sweeper.run.stops import INTERRUPTED_STATUS, PREEMPTED_STATUS
     from sweeper.run.recorder import TrialRecorder
     from sweeper.run.searcher import MultiverseSearch
+    from sweeper.run.stops import INTERRUPTED_STATUS, PREEMPTED_STATUS
     from sweeper.run.trial import make_trainable
 
     settings = job.settings

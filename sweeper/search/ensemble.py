@@ -17,7 +17,6 @@ from sweeper.search.hyper_vector import pack, parameter_names, parameter_slots
 from sweeper.search.kernels import CategoryFactor
 from sweeper.search.warping import OutputWarp
 
-
 #: Bisection steps of a mixture's quantile: the bracket shrinks 2^-50, below float64 resolution of a metric's range.
 _BISECTIONS = 50
 

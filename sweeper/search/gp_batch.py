@@ -16,8 +16,8 @@ from numpy.typing import NDArray
 
 from sweeper.search.acquisition import BatchSelection, local_ivr_candidates, select_ivr_batch, select_ucb_batch
 from sweeper.search.bounded import fit_bounded_gp
-from sweeper.search.ensemble import GPEnsemble
 from sweeper.search.design import as_generator, balance_categories, sobol_design
+from sweeper.search.ensemble import GPEnsemble
 from sweeper.search.gp import GPFit
 from sweeper.search.gp_fit import dimension_scaled_prior, fit_gp
 from sweeper.search.hyperposterior import fit_posterior

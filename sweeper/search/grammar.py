@@ -215,7 +215,7 @@ def _parse(parser: Any, text: str) -> Any:
     return override
 
 
-class _NotASpec(Exception):  # noqa: N818 - a value in place of a parsed override, as a parse error is
+class _NotASpec(Exception):  # a value in place of a parsed override, as a parse error is
     """A ``hydra.sweeper.params`` entry written as a YAML list or mapping: a problem unless the command line
     gives the same key, which replaces it."""
 

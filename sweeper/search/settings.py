@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from sweeper.search.kernels import KERNELS
@@ -20,10 +21,27 @@ from sweeper.search.warping import MetricBounds
 #: not in policy.py, so a trial's worker reads it without importing the GP machinery.
 TRIAL_KEY = "sweeper_trial"
 
-STRATEGIES = ("random", "sobol", "grid", "ivr", "ucb")
+
+
+class Strategy(StrEnum):
+    """How a sweep chooses its points. A ``StrEnum``: equal to its name, so configs and records keep strings."""
+
+    RANDOM = "random"  # independent uniform points
+    SOBOL = "sobol"  # a scrambled Sobol sequence
+    GRID = "grid"  # the full factorial of the discrete dims, each point once, in a seeded order
+    IVR = "ivr"  # Sobol points, then GP integrated variance reduction (a map of the space)
+    UCB = "ucb"  # Sobol points, then GP-UCB (the optimum)
+
+    @property
+    def uses_gp(self) -> bool:
+        """Whether points after the Sobol phase come from a GP fit."""
+        return self in GP_STRATEGIES
+
+
+STRATEGIES = tuple(Strategy)
+GP_STRATEGIES = (Strategy.IVR, Strategy.UCB)
 #: Largest full factorial the grid strategy enumerates.
 MAX_GRID = 1_000_000
-GP_STRATEGIES = ("ivr", "ucb")
 
 # Stream tags: independent random streams derived from the one seed.
 STREAM_RANDOM, STREAM_CANDIDATES, STREAM_INTEGRATION, STREAM_GP, STREAM_BAYES, STREAM_BALANCE = 1, 2, 3, 4, 5, 6

@@ -5,7 +5,7 @@ once, for real: ``sweeper report``, ``sweeper multiverse`` and ``sweeper trials`
 an earlier sweep in the same file, as a user browses while sweeping), an ``mlflow server`` on
 the file polled over HTTP, and a Python reader that opens and closes connections as a notebook
 does. Every trial of the sweep must be in MLflow, complete, and the sweep must say so only
-then (docs/decisions/sqlite-readers.md: a writer that had lost its SQLite lock lost most of
+then (docs/decisions/0001-sqlite-readers.md: a writer that had lost its SQLite lock lost most of
 its commits to readers that open and close connections, some without an error).
 """
 

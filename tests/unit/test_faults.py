@@ -158,7 +158,7 @@ def test_a_timed_out_trial_is_never_retried() -> None:
     assert trial.max_failures == 3
     guard.on_trial_result(0, [trial], trial, {STATUS_KEY: TIMEOUT_STATUS})
     assert trial.max_failures == 0
-    assert not guard._started  # reported: no backstop for it  # noqa: SLF001
+    assert not guard._started  # reported: no backstop for it
 
 
 def test_a_silent_overdue_trial_is_recorded_timeout_and_its_worker_killed(monkeypatch) -> None:
@@ -216,8 +216,8 @@ def test_tune_fails_the_trial_not_the_run_when_the_memory_monitor_kills_its_work
     actor = SimpleNamespace(actor_id="a1", _on_error=lambda actor, exc: seen.append(("actor", exc)))
     task = SimpleNamespace(_tracked_actor=actor, _on_error=lambda actor, exc: seen.append(("task", exc)))
     manager = SimpleNamespace(_failed_actor_ids=set(), _cleanup_actor=lambda tracked_actor: None)
-    RayActorManager._actor_task_failed(manager, task, OutOfMemoryError(RAY_OOM.split("\n", 1)[1]))  # noqa: SLF001
+    RayActorManager._actor_task_failed(manager, task, OutOfMemoryError(RAY_OOM.split("\n", 1)[1]))
     assert [who for who, _ in seen] == ["actor", "task"]
     assert all(isinstance(exc, RayActorError) for _, exc in seen)
-    assert manager._failed_actor_ids == {"a1"}  # noqa: SLF001
+    assert manager._failed_actor_ids == {"a1"}
     assert worker_error_message(str(seen[0][1])).startswith("the trial's worker was killed: out of memory")

@@ -103,7 +103,7 @@ def test_the_demo_maps_curve_and_band_hold_the_truth(seed: int, bounded_figures)
     assert f["curve_max_error"] <= 0.02, f
     assert f["curve_in_band"] >= 0.90, f
     assert f["map_coverage"] >= 0.85, f
-    assert 0.0 <= f["shown_min"] and f["shown_max"] <= 1.0, f
+    assert f["shown_min"] >= 0.0 and f["shown_max"] <= 1.0, f
 
 
 def test_the_demo_maps_band_is_not_wider_than_it_needs_be_on_average(bounded_figures) -> None:

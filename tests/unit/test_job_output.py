@@ -84,14 +84,14 @@ def test_the_scripts_logger_is_mains_while_imported_or_running_and_not_while_hyd
     assert MAIN_ALIAS not in logging.Logger.manager.loggerDict
     # A job_logging with disable_existing_loggers: true that names __main__ leaves it on, as under the basic
     # launcher (in a process of its own: dictConfig closes every handler of the process).
-    script = f"""
+    script = """
 import logging, logging.config
 from sweeper.run.task_ref import MAIN_ALIAS, _logging_as_main
 from tests.conftest import REPO
 with _logging_as_main(MAIN_ALIAS):  # the script is imported: its module-level logger
     script_logger = logging.getLogger(MAIN_ALIAS)
-logging.config.dictConfig({{"version": 1, "disable_existing_loggers": True,  # Hydra configures the job's logging
-                           "loggers": {{"__main__": {{"level": "DEBUG"}}}}}})
+logging.config.dictConfig({"version": 1, "disable_existing_loggers": True,  # Hydra configures the job's logging
+                           "loggers": {"__main__": {"level": "DEBUG"}}})
 with _logging_as_main(MAIN_ALIAS):  # the task runs
     assert logging.getLogger(MAIN_ALIAS) is script_logger is logging.getLogger("__main__")
 assert not script_logger.disabled and script_logger.level == logging.DEBUG

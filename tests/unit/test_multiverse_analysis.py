@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from scipy.special import ndtri
 
+from sweeper.analysis.map_view import MapTrials, draw_map, map_view
 from sweeper.analysis.multiverse import (
     axis_values,
     bayes_factor,
@@ -20,7 +21,6 @@ from sweeper.analysis.multiverse import (
     line_map,
     sensitivity,
 )
-from sweeper.analysis.map_view import MapTrials, draw_map, map_view
 from sweeper.search.design import sobol_design
 from sweeper.search.grammar import parse_specs
 from sweeper.search.interaction import interaction_bayes_factor

@@ -235,7 +235,7 @@ def test_single_repeat_has_zero_sd() -> None:
         lambda x: np.sin(x[:, 0]) ** 2 + np.cos(x[:, 0]) ** 2,  # 1 up to rounding
     ],
 )
-def test_constant_function_gives_zeros_not_nan(f) -> None:  # noqa: ANN001
+def test_constant_function_gives_zeros_not_nan(f) -> None:
     s = sobol_indices(f, 2, n_base=256, repeats=3)
     for arr in (s.main, s.total, s.main_sd, s.total_sd):
         np.testing.assert_array_equal(arr, np.zeros(2))
@@ -272,7 +272,7 @@ def test_bad_arguments_raise_value_error(kwargs: dict, match: str) -> None:
         (lambda x: np.where(x[:, 0] > 0.5, np.nan, 1.0), "NaN or infinite"),
     ],
 )
-def test_bad_function_output_raises_value_error(f, match: str) -> None:  # noqa: ANN001
+def test_bad_function_output_raises_value_error(f, match: str) -> None:
     with pytest.raises(ValueError, match=match):
         sobol_indices(f, 2, n_base=8, repeats=1)
 
@@ -370,7 +370,7 @@ def test_clip_indices_on_raw_numbers() -> None:
         [0.01, 0.01, 0.001, 0.01, 0.02, 0.0],
         repeats=10,
     )
-    assert np.all((0.0 <= m) & (m <= t) & (t <= 1.0))
+    assert np.all((m >= 0.0) & (m <= t) & (t <= 1.0))
     # env.seed in issue 32: both above 1 by less than their noise; shown 1 and 1.
     assert (m[0], t[0]) == (1.0, 1.0)
     assert flags[0] == (

@@ -38,7 +38,7 @@ def http_server(status: int, body: str, content_type: str) -> Iterator[tuple[str
     asked: list[str] = []
 
     class Handler(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:  # http.server's name
             asked.append(self.path)
             data = body.encode()
             self.send_response(status)

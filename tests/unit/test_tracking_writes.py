@@ -118,7 +118,7 @@ def test_readers_opening_and_closing_the_store_cost_the_writer_no_commit(tmp_pat
     The writer's process must keep SQLite's shared lock on the file: had it closed a descriptor
     of its own on the file (as the tracker once did to lock around MLflow's migrations), a
     reader's closing connection deleted the log under it, and most commits vanished without an
-    error (docs/decisions/sqlite-readers.md)."""
+    error (docs/decisions/0001-sqlite-readers.md)."""
     import subprocess
     import sys
 

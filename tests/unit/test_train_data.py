@@ -17,8 +17,8 @@ from tests.documented import documented
 
 sys.path.insert(0, str(REPO / "experiments"))  # experiments/ is not a package: import its vision/ directly
 
-from vision import DatasetCorruptError, DatasetNotFoundError, TensorSplit, load_dataset  # noqa: E402
-from vision.files import files_only, reorganise_tiny_imagenet_val  # noqa: E402
+from vision import DatasetCorruptError, DatasetNotFoundError, TensorSplit, load_dataset
+from vision.files import files_only, reorganise_tiny_imagenet_val
 
 CIFAR10_URL = "https://www.cs.toronto.edu/~kriz/cifar-10-python.tar.gz"
 

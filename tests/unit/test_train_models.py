@@ -12,7 +12,7 @@ from tests.conftest import REPO
 
 sys.path.insert(0, str(REPO / "experiments"))  # experiments/ is not a package: import its vision/ directly
 
-from vision import (  # noqa: E402
+from vision import (
     MODELS,
     OptimizerSpec,
     TensorSplit,
@@ -21,7 +21,7 @@ from vision import (  # noqa: E402
     make_optimizer,
     train,
 )
-from vision.loop import augment_batch  # noqa: E402
+from vision.loop import augment_batch
 
 
 @pytest.mark.parametrize("name", MODELS)

@@ -23,7 +23,7 @@ from tests.conftest import REPO
 
 sys.path.insert(0, str(REPO / "experiments"))
 
-from vision import OptimizerSpec, TensorSplit, train  # noqa: E402
+from vision import OptimizerSpec, TensorSplit, train
 
 EPOCHS = 4
 

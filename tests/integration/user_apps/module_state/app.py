@@ -7,7 +7,7 @@ from omegaconf import DictConfig
 CALLS = {"n": 0}
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def table(k: int) -> tuple[float, ...]:
     CALLS["n"] += 1
     return tuple(0.5 * i for i in range(k + 3))

@@ -1,8 +1,7 @@
 """The task imports a module that sits next to the script."""
 import hydra
-from omegaconf import DictConfig
-
 from helpers import Scaler
+from omegaconf import DictConfig
 
 
 @hydra.main(version_base=None, config_path=".", config_name="config")

@@ -12,12 +12,11 @@ from __future__ import annotations
 import functools
 
 import hydra
+import shipped
 from omegaconf import DictConfig
 
-import shipped
 
-
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def scale() -> float:
     return 1.0
 
