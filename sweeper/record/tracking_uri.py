@@ -10,10 +10,18 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 
+SQLITE_PREFIX = "sqlite:///"
+
+
+def sqlite_path(uri: str) -> str | None:
+    """The file of a ``sqlite:///path`` URI as written (relative or absolute), or None for any other URI."""
+    return uri[len(SQLITE_PREFIX):] if uri.startswith(SQLITE_PREFIX) else None
+
+
 def absolute_tracking_uri(uri: str) -> str:
     """Make a relative ``sqlite:///file.db`` absolute, so the records can be found from anywhere."""
-    if uri.startswith("sqlite:///") and not uri.startswith("sqlite:////"):
-        path = uri[len("sqlite:///"):]
+    if uri.startswith(SQLITE_PREFIX) and not uri.startswith("sqlite:////"):
+        path = sqlite_path(uri)
         if path and path != ":memory:":
             return "sqlite:///" + str(Path(path).resolve())
     return uri
@@ -24,8 +32,7 @@ def tracking_uri_problem(uri: str) -> str | None:
     parsed = urlparse(uri)
     if parsed.scheme in ("http", "https"):
         return None if parsed.netloc else "an http(s) tracking URI needs a host, e.g. http://127.0.0.1:5000"
-    if parsed.scheme == "sqlite" and uri.startswith("sqlite:///"):
-        path = uri[len("sqlite:///"):]
+    if parsed.scheme == "sqlite" and (path := sqlite_path(uri)) is not None:
         folder = Path(path).absolute().parent
         if path and path != ":memory:" and not folder.is_dir():
             return f"the folder {folder} does not exist: create it, or give a file in an existing folder"
