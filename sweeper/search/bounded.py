@@ -68,7 +68,8 @@ def warped_log_likelihood(warp: OutputWarp, y: NDArray[np.float64], L: NDArray[n
     v = scipy.linalg.solve_triangular(L, z, lower=True, check_finite=False)
     n = y.shape[0]
     ll = -0.5 * float(v @ v) - float(np.sum(np.log(np.diag(L)))) - 0.5 * n * math.log(2 * math.pi)
-    return ll - n * math.log(s) + float(np.sum(warp.log_jacobian(y)))
+    log_p: float = ll - n * math.log(s) + float(np.sum(warp.log_jacobian(y)))
+    return log_p
 
 
 def best_shapes(gp: GPFit, warp: OutputWarp, prior_sd: float = SHAPE_PRIOR_SD) -> tuple[float, float]:

@@ -140,10 +140,9 @@ def calibration(model: Any, replicate_columns: Sequence[int] = (),
     """The leave-one-out and leave-one-configuration-out checks of ``model``, with ``prospective`` when given.
 
     A single maximum-likelihood fit (the analysis of a metric without declared bounds) is judged by the
-    85 % threshold alone, without the allowance for chance: on the real maps of ``bench/calibration.py``
-    such fits drew maps holding under 85 % of the truth in 10 of 20 sweeps, so a shortfall there is more
-    likely the model than luck (with the allowance the verdict caught 5 of those 10, without it 9). The
-    posterior mixture of a bounded metric drew no such map in 20 sweeps, and keeps the allowance.
+    85 % threshold alone, without the allowance for chance: such fits often draw maps that hold too little
+    of the truth, so a shortfall there is more likely the model than luck. The posterior mixture of a
+    bounded metric keeps the allowance. NOTE: docs/decisions/0010-single-fit-checks-without-chance.md
     """
     from sweeper.search.loo import loo_check
 

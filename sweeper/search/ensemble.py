@@ -30,7 +30,8 @@ def _cdf(member: GPFit, y: NDArray[np.float64], mean: NDArray[np.float64], sd: N
          ) -> NDArray[np.float64]:
     """``P(Y <= y)`` under a member's predictive, Gaussian ``(mean, sd)`` on its modelled scale."""
     g = y if member.warp is None else member.warp.exact(y)
-    return ndtr((g - mean) / np.maximum(sd, 1e-300))
+    p: NDArray[np.float64] = ndtr((g - mean) / np.maximum(sd, 1e-300))
+    return p
 
 
 @dataclass(frozen=True)
@@ -123,15 +124,18 @@ class GPEnsemble:
     def _quantile(self, gauss: list[tuple[NDArray[np.float64], NDArray[np.float64]]], p: float
                   ) -> NDArray[np.float64]:
         """The ``p``-quantile of the mixture of the members' predictives ``gauss`` (mean, sd on their scale)."""
-        each = np.array([_back(m, mean + ndtri(p) * sd) for m, (mean, sd) in zip(self.members, gauss)])
+        each = np.array([_back(m, mean + ndtri(p) * sd) for m, (mean, sd) in zip(self.members, gauss, strict=True)])
         if len(self.members) == 1:
-            return each[0]
+            alone: NDArray[np.float64] = each[0]
+            return alone
         low, high = each.min(axis=0), each.max(axis=0)
         for _ in range(_BISECTIONS):
             mid = 0.5 * (low + high)
-            below = np.mean([_cdf(m, mid, mean, sd) for m, (mean, sd) in zip(self.members, gauss)], axis=0) < p
+            below = np.mean([_cdf(m, mid, mean, sd) for m, (mean, sd) in zip(self.members, gauss, strict=True)],
+                            axis=0) < p
             low, high = np.where(below, mid, low), np.where(below, high, mid)
-        return 0.5 * (low + high)
+        quantile: NDArray[np.float64] = 0.5 * (low + high)
+        return quantile
 
     def share(self, part: int, parts: int) -> GPEnsemble:
         """Members ``part, part + parts, ...``: one of ``parts`` disjoint shares (the whole when there are fewer).

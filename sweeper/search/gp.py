@@ -22,9 +22,8 @@ References:
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any
 
 import numpy as np
@@ -32,46 +31,14 @@ import scipy.linalg
 from numpy.typing import NDArray
 
 from sweeper.search.design import as_generator
+from sweeper.search.gp_linalg import cholesky_with_jitter as cholesky_with_jitter  # re-exported: its old home
+from sweeper.search.gp_linalg import log_marginal_likelihood, posterior_factor, posterior_root, sum_of_terms
 from sweeper.search.kernels import CategoryFactor, KernelTerm
 from sweeper.search.warping import OutputWarp
-
-log = logging.getLogger(__name__)
 
 # GPy's exact inference factorises K + (noise + 1e-8) I; GPFit.noise_variance includes it,
 # so that GPFit's posterior is exactly the posterior GPy maximised the likelihood of.
 GPY_JITTER = 1e-8
-
-
-def cholesky_with_jitter(K: NDArray[np.float64], max_tries: int = 6) -> NDArray[np.float64]:
-    """Lower Cholesky factor of a symmetric PSD matrix, adding diagonal jitter if needed.
-
-    Args:
-        K: Symmetric matrix, shape ``(n, n)``.
-        max_tries: Number of jitter levels tried (``1e-10`` times the mean diagonal,
-            growing tenfold each time) after the plain factorisation fails.
-
-    Returns:
-        ``L`` with ``L @ L.T == K + jitter * I``, shape ``(n, n)``.
-
-    Raises:
-        numpy.linalg.LinAlgError: If every jitter level fails.
-    """
-    try:
-        return scipy.linalg.cholesky(K, lower=True, check_finite=False)
-    except np.linalg.LinAlgError:
-        pass
-    scale = float(np.mean(np.diag(K))) if K.size else 1.0
-    jitter = 1e-10 * (scale if scale > 0 else 1.0)
-    for _ in range(max_tries):
-        try:
-            L = scipy.linalg.cholesky(
-                K + jitter * np.eye(K.shape[0]), lower=True, check_finite=False
-            )
-            log.debug("Cholesky needed jitter %.1e", jitter)
-            return L
-        except np.linalg.LinAlgError:
-            jitter *= 10.0
-    raise np.linalg.LinAlgError(f"matrix not positive definite even with jitter {jitter / 10:.1e}")
 
 
 @dataclass(frozen=True)
@@ -108,18 +75,19 @@ class GPFit:
     #: Kumaraswamy CDF ``u -> 1 - (1 - u^a)^b`` applied to column ``c`` before the kernel, per ``(c, a, b)``
     #: (Snoek et al. 2014's input warping; see :mod:`sweeper.search.hyperposterior`).
     input_warp: tuple[tuple[int, float, float], ...] = ()
+    #: ``(L, alpha)`` of :func:`~sweeper.search.gp_linalg.posterior_factor` for these hyperparameters and data,
+    #: when the caller has it already (:func:`~sweeper.search.gp_fit.fit_gp` needs it for the likelihood);
+    #: None factorises here. Not stored as given: it fills the cache below.
+    factor: InitVar[tuple[NDArray[np.float64], NDArray[np.float64]] | None] = None
     _L: NDArray[np.float64] = field(init=False, repr=False, compare=False)
     _alpha: NDArray[np.float64] = field(init=False, repr=False, compare=False)
 
-    def __post_init__(self) -> None:
-        # Cache the Cholesky factor of K + noise * I and alpha = (K + noise I)^-1 y_std.
-        K = self.kernel(self.X, self.X)
-        K[np.diag_indices_from(K)] += self.noise_variance
-        L = cholesky_with_jitter(K)
-        z = self.standardized()
-        alpha = scipy.linalg.cho_solve((L, True), z, check_finite=False)
-        object.__setattr__(self, "_L", L)
-        object.__setattr__(self, "_alpha", alpha)
+    def __post_init__(self, factor: tuple[NDArray[np.float64], NDArray[np.float64]] | None) -> None:
+        # Cache the Cholesky factor L of K + noise I and alpha = (K + noise I)^-1 z (derived fields, set once).
+        if factor is None:
+            factor = posterior_factor(self.kernel(self.X, self.X), self.noise_variance, self.standardized())
+        object.__setattr__(self, "_L", factor[0])
+        object.__setattr__(self, "_alpha", factor[1])
 
     @classmethod
     def matern(
@@ -164,9 +132,7 @@ class GPFit:
         ``-z^T alpha / 2 - sum_i log L_ii - n log(2 pi) / 2`` (Rasmussen & Williams 2006,
         Algorithm 2.1), from the cached factor: no new factorisation.
         """
-        z = self.standardized()
-        n = z.shape[0]
-        return float(-0.5 * z @ self._alpha - np.sum(np.log(np.diag(self._L))) - 0.5 * n * np.log(2.0 * np.pi))
+        return log_marginal_likelihood(self.standardized(), self._L, self._alpha)
 
     @property
     def factors(self) -> tuple[CategoryFactor, ...]:
@@ -218,15 +184,13 @@ class GPFit:
         """
         X1 = warp_inputs(np.asarray(X1, dtype=np.float64), self.input_warp)
         X2 = warp_inputs(np.asarray(X2, dtype=np.float64), self.input_warp)
-        K = self.terms[0](X1, X2)
-        for term in self.terms[1:]:
-            K += term(X1, X2)
-        return K
+        return sum_of_terms(self.terms, X1, X2)
 
     def kernel_diag(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
         """Prior variance at each point, shape ``(a,)`` (it varies with the category)."""
         X = np.asarray(X, dtype=np.float64)
-        return np.sum([t.diag(X) for t in self.terms], axis=0)
+        diag: NDArray[np.float64] = np.sum([t.diag(X) for t in self.terms], axis=0)
+        return diag
 
     def predict_warped(
         self, X: NDArray[np.float64], noise: bool = False
@@ -273,8 +237,8 @@ class GPFit:
     def predict_mean(self, X: NDArray[np.float64]) -> NDArray[np.float64]:
         """Posterior mean of the latent function, original units, shape ``(a,)``.
 
-        :meth:`predict` without the sd, whose triangular solve costs ``O(n^2 a)``: at
-        ``n = 5000`` that is seconds for a few thousand points, the mean alone ``O(n a)``.
+        :meth:`predict` without the sd, whose triangular solve costs ``O(n^2 a)``; the mean
+        alone costs ``O(n a)``. NOTE: docs/decisions/0011-gp-prediction-costs.md
         """
         if self.warp is not None:  # the mean of a warped Gaussian needs its sd
             return self.predict(X)[0]
@@ -295,8 +259,7 @@ class GPFit:
         ``1e-10`` up to ``1e-4`` times the kernel variance (standardised scale); a sample
         then carries extra independent noise of at most ``1e-2 * sqrt(variance) * y_std``,
         and in practice ``1e-5`` of that. Should every jitter fail, the samples come from
-        an eigendecomposition with negative eigenvalues clipped to 0. Cost: ``O(a^3)``
-        (``a = 1000`` takes a few tenths of a second).
+        an eigendecomposition with negative eigenvalues clipped to 0. Cost: ``O(a^3)``.
 
         Args:
             X: Points in the unit cube, shape ``(a, d)``.
@@ -328,7 +291,7 @@ class GPFit:
         cov -= V.T @ V  # (a, a), standardised scale
         cov = 0.5 * (cov + cov.T)
         z = as_generator(seed).standard_normal((X.shape[0], int(n_samples)))  # (a, S)
-        root = _posterior_root(cov, float(np.mean(self.kernel_diag(X))))
+        root = posterior_root(cov, float(np.mean(self.kernel_diag(X))))
         f = mean[:, None] + root @ z  # (a, S)
         f = (self.y_mean + self.y_std * f).T
         return f if self.warp is None else self.warp.inverse(f)
@@ -378,16 +341,3 @@ def describe_hyperparameters(hp: dict[str, Any]) -> str:
     return "; ".join([f"{hp.get('kernel', 'matern52-ard')} kernel", *terms(),
                       f"noise variance {hp['noise_variance']:.3g}", *shapes])
 
-
-def _posterior_root(cov: NDArray[np.float64], variance: float) -> NDArray[np.float64]:
-    """A matrix ``R`` with ``R @ R.T ~= cov``: Cholesky with jitter, else clipped eigenvectors."""
-    jitter = 1e-10 * variance
-    eye = np.eye(cov.shape[0])
-    while jitter <= 1e-4 * variance * (1 + 1e-9):
-        try:
-            return scipy.linalg.cholesky(cov + jitter * eye, lower=True, check_finite=False)
-        except np.linalg.LinAlgError:
-            jitter *= 10.0
-    log.debug("posterior covariance not positive definite with jitter; using its eigendecomposition")
-    w, Q = np.linalg.eigh(cov)
-    return Q * np.sqrt(np.clip(w, 0.0, None))[None, :]

@@ -1,8 +1,8 @@
 """The analysis GP's hyperparameters as one vector for the slice sampler: its blocks (with
 their priors and boxes), packing a :class:`~sweeper.search.gp.GPFit` into it and back.
 
-The priors are those of :mod:`sweeper.search.hyperposterior`, whose docstring gives the
-measurement behind each.
+The priors are those of :mod:`sweeper.search.hyperposterior`, whose docstring says why each
+has its shape; the measurements behind their settings are in docs/decisions/0012-0016.
 """
 
 from __future__ import annotations
@@ -19,17 +19,21 @@ from sweeper.search.gp_model import KAPPA_BOUNDS, LENGTHSCALE_BOUNDS, NOISE_MAX,
 from sweeper.search.kernels import CategoryFactor, KernelTerm
 from sweeper.search.warping import SHAPE_BOUNDS, OutputWarp
 
-#: Prior of the log noise variance (standardised scale): centre and sd (see the module docstring).
+#: Prior of the log noise variance (standardised scale): centre and sd.
+#: NOTE: docs/decisions/0005-analysis-gp-noise-prior.md
 NOISE_PRIOR = (math.log(3e-3), 1.0)
-#: sd of the LogNormal(0, sd) prior on each of the warp's Kumaraswamy shapes (see the module docstring).
+#: sd of the LogNormal(0, sd) prior on each of the warp's Kumaraswamy shapes.
+#: NOTE: docs/decisions/0006-analysis-gp-warp-shape-prior.md
 SHAPE_PRIOR_SD = 2.0
 #: Input warping (Kumaraswamy CDF per continuous column, Snoek et al. 2014): on, its shapes' prior sd and box.
+#: NOTE: docs/decisions/0007-analysis-gp-input-warping.md
 INPUT_WARP = True
-#: A learned ceiling between the best trial and the declared upper bound (see the module docstring).
-CEILING = True
-CEILING_PRIOR = (3.0, 1.5)
 INPUT_WARP_PRIOR_SD = 0.75
 INPUT_WARP_BOUNDS = (0.1, 10.0)
+#: A learned ceiling between the best trial and the declared upper bound, and the normal prior of its logit share.
+#: NOTE: docs/decisions/0009-analysis-gp-ceiling.md
+CEILING = True
+CEILING_PRIOR = (3.0, 1.5)
 
 
 # ----------------------------------------------------------------------------- parameter vector
@@ -69,7 +73,14 @@ def parameter_slots(gp: GPFit) -> list[Slot]:
 def has_ceiling(gp: GPFit) -> bool:
     """Whether the warp's ceiling is sampled: two bounds, and a best trial below the upper one."""
     w = gp.warp
-    return CEILING and w is not None and w.two_sided and float(np.max(gp.y)) < float(w.bounds.high)  # type: ignore[arg-type]
+    return CEILING and w is not None and w.two_sided and float(np.max(gp.y)) < float(_upper_bound(w))
+
+
+def _upper_bound(warp: OutputWarp) -> float:
+    """The declared upper bound of a two-sided warp."""
+    if warp.bounds.high is None:
+        raise ValueError("a ceiling needs an upper bound")
+    return warp.bounds.high
 
 
 def warped_columns(gp: GPFit) -> list[int]:
@@ -95,7 +106,7 @@ def pack(gp: GPFit) -> NDArray[np.float64]:
     if gp.warp is not None and gp.warp.two_sided:
         parts.append([gp.warp.a, gp.warp.b])
         if has_ceiling(gp):
-            hi, top = gp.warp.bounds.high, gp.warp.top
+            hi, top = _upper_bound(gp.warp), gp.warp.top
             y_max = float(np.max(gp.y))
             share = 0.98 if top is None else min(max((top - y_max) / (hi - y_max), 1e-6), 1 - 1e-6)
             parts.append([math.log(share / (1.0 - share))])
@@ -137,7 +148,7 @@ def unpack(theta: NDArray[np.float64], gp: GPFit) -> tuple[tuple[KernelTerm, ...
         a, b = take(2, True)
         top = None
         if has_ceiling(gp):
-            hi, y_max = warp.bounds.high, float(np.max(gp.y))
+            hi, y_max = _upper_bound(warp), float(np.max(gp.y))
             top = y_max + (hi - y_max) / (1.0 + math.exp(-float(take(1, False)[0])))
         warp = warp.with_shapes(float(a), float(b), top)
     inputs = []

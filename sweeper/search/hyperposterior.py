@@ -1,29 +1,30 @@
 """The analysis GP with its hyperparameters' uncertainty: a posterior sample of fits, not one fit.
 
-A map, a band or an expected-max curve drawn from one maximum-likelihood fit is too sure of
-itself on a real ML map: with 32 trials the likelihood cannot pin down the lengthscales,
-the noise (a plateau's small ripples, or seed noise) or the warp of a bounded metric, and
-the fit takes one value of each as if it were known. Measured on three real maps (an SVC,
-gradient boosting and SGD on scikit-learn's data, ``bench/fidelity.py``), the maximum
-likelihood map's ``mean ± 1.96 sd`` held 52-63 % of the truth on the SGD map, and its
-expected-max band missed the true curve at most budgets on 6 of 9 sweeps.
-
-So the analysis of a metric with declared bounds (``sweeper report``'s surrogate curve,
-``sweeper multiverse``'s maps and sensitivity) averages over the hyperparameters' posterior (the "fully Bayesian" GP of
-Snoek et al. 2012 §3.2, Lalchand & Rasmussen 2020): starting at the maximum-likelihood fit,
-a slice sampler (Neal 2003, §4, stepping out, one coordinate at a time in random order)
-draws the log lengthscales, log signal variance, coregionalization ``W`` and ``log kappa``,
-log noise, for a bounded metric the log Kumaraswamy shapes of the output warp and its
-ceiling, and the log shapes of an input warp of every continuous dim, from
+With a few dozen trials the likelihood cannot pin down a real ML map's lengthscales, its noise
+(a plateau's small ripples, or seed noise) or the warp of a bounded metric, and one
+maximum-likelihood fit takes one value of each as if it were known: its maps, bands and
+expected-max curves are too sure of themselves. So the analysis of a metric with declared
+bounds (``sweeper report``'s surrogate curve, ``sweeper multiverse``'s maps and sensitivity)
+averages over the hyperparameters' posterior (the "fully Bayesian" GP of Snoek et al. 2012
+§3.2, Lalchand & Rasmussen 2020): starting at the maximum-likelihood fit, a slice sampler
+(Neal 2003, §4, stepping out, one coordinate at a time in random order) draws the log
+lengthscales, log signal variance, coregionalization ``W`` and ``log kappa``, log noise, for a
+bounded metric the log Kumaraswamy shapes of the output warp and its ceiling, and the log
+shapes of an input warp of every continuous dim, from
 
     p(theta | y) ∝ p(y | theta) p(theta)
 
 with ``p(y | theta)`` the warped likelihood of :func:`sweeper.search.bounded.warped_log_likelihood`
-and weakly informative priors on the standardised scale: lengthscales LogNormal(sqrt 2 +
-log(d) / 2, sqrt 3) (Hvarfner et al. 2024, ``d`` the term's continuous dims), signal
-variance and kappa LogNormal(0, 1) and (0, 1.5), ``W`` N(0, 1); each inside the boxes of
-:mod:`sweeper.search.gp`. Every kept draw is a :class:`~sweeper.search.gp.GPFit` (with its own warp and
-standardisation) conditioned on all trials; predictions are the equal-weight mixture.
+(Snelson et al. 2004, eq. 6) and weakly informative priors on the standardised scale
+(:mod:`sweeper.search.hyper_vector`): lengthscales LogNormal(sqrt 2 + log(d) / 2, sqrt 3)
+(Hvarfner et al. 2024, ``d`` the term's continuous dims), signal variance and kappa
+LogNormal(0, 1) and (0, 1.5), ``W`` N(0, 1), the noise variance LogNormal(log 3e-3, 1) (a real
+map has small-scale roughness a stationary kernel cannot follow, which a maximum-likelihood
+fit of spread trials calls 1e-6) and the warp's shapes LogNormal(0, 2) (the shapes that flatten
+a map's ceiling lie far from the plain logit); each inside the boxes of
+:mod:`sweeper.search.gp_model`. Every kept draw is a :class:`~sweeper.search.gp.GPFit` (with
+its own warp and standardisation) conditioned on all trials; predictions are the equal-weight
+mixture.
 
 The input warp (Snoek et al. 2014, BoTorch's ``Warp``) maps each continuous coordinate
 ``u`` through a Kumaraswamy CDF ``1 - (1 - u^a)^b`` before the kernel (shapes LogNormal(0,
@@ -31,59 +32,29 @@ The input warp (Snoek et al. 2014, BoTorch's ``Warp``) maps each continuous coor
 learning rate that diverges) stretched and a plateau squeezed. It belongs to the analysis
 only; the search keeps its plain kernel.
 
-The ceiling (:attr:`sweeper.search.warping.OutputWarp.top`): a real accuracy map often saturates
-below its bound: a plateau at one value (an SVC at 164 of 171 test points over a wide
-region), with the best configurations tied there. A GP, warped or not, interpolates between
-such ties with bumps above them, and random search's expected best score under it
-overshoots (by 0.004-0.008 at 32 trials on the SVC map, outside its band on 4 of 10 seeds).
-So the warp rescales onto ``[low, top]`` instead of ``[low, high]``, with ``top`` between the
-best trial and the bound: ``top = y_max + s (high - y_max)``, ``logit(s) ~ N(3, 1.5)`` (a
-ceiling near the bound is the prior's median, one 60 % of the way from the best trial to
-it is 2 sd away). Values at the best trial sit ``eps`` below the ceiling. The draws of
-``s`` mix a saturating map with a free one, and the curve's band carries that doubt.
-Because that posterior can have two modes, ``CHAINS`` = 4 chains run, from the fit and from
-jittered starts with the ceiling spread over its prior, and their draws are pooled.
+The ceiling (:attr:`sweeper.search.warping.OutputWarp.top`): a real accuracy map often
+saturates below its bound, a plateau at one value with the best configurations tied there. A
+GP, warped or not, interpolates between such ties with bumps above them, and random search's
+expected best score under it overshoots. So the warp rescales onto ``[low, top]`` instead of
+``[low, high]``, with ``top`` between the best trial and the bound: ``top = y_max + s (high -
+y_max)``, ``logit(s) ~ N(3, 1.5)`` (a ceiling near the bound is the prior's median, one 60 % of
+the way from the best trial to it is 2 sd away). Values at the best trial sit ``eps`` below the
+ceiling. The draws of ``s`` mix a saturating map with a free one, and the curve's band carries
+that doubt. Because that posterior can have two modes, ``CHAINS`` chains run, from the fit and
+from jittered starts with the ceiling spread over its prior, and their draws are pooled.
 
-The priors and sizes carry measured choices (``bench/fidelity.py``'s maps: the policy's
-sweeps of the SVC map with 10 seeds, gradient boosting and SGD with 6 each, scored as in
-issue 15: curve within 0.02, truth in the band for 90 % of n, map 85-99 %):
-
-* **noise variance LogNormal(log 3e-3, 1)**: a real map has small-scale roughness a
-  stationary kernel cannot follow (a test set's granularity, a diverging optimiser's
-  ripples); a maximum-likelihood fit of 32 spread trials calls it 1e-6, and its band then
-  held 52-63 % of the SGD map's truth. Centred at 1e-2 the bands were too wide on the SGD
-  map (99.8 %); at 3e-3 every map's held 85-99 % in 20-22 of 22 sweeps.
-* **warp shapes LogNormal(0, 2)**: the shapes that let the warp flatten a map's ceiling (an
-  SVC's accuracy saturates at one value over a wide plateau) lie far from the plain logit;
-  with sd 1 the expected-max curve overshot that ceiling by up to 0.014, with sd 2 by at
-  most 0.008, and with sd 0.3 (nearly the logit) its band missed the truth most often.
-* **input warping** raised the sweeps meeting all three figures from 12-16 to 16-18 of 22
-  (gradient boosting's curve error at its worst seed from 0.023 to 0.015);
-* **64 kept draws** (not 32): the mixture's own Monte Carlo error moved one sweep's map
-  band from 83 % to 89-90 % between sampler seeds; with 64 it met all figures on 18 of 22,
-  the four misses the SVC map's flat ceiling (the curve's band 0.0005-0.003 above the truth);
-* **the ceiling** with prior centre 3 (and 4 chains): 19 of 22 with either of two sampler
-  seeds, every curve within 0.009 and inside its band for at least 90 % of n on 21-22 of 22
-  (centre 2: 15 of 22, it pulls the ceiling down to the best trial; centre 4: 20 of 22; no
-  ceiling: 18 of 22). The misses left are maps whose band holds more than 99 % of the truth
-  (conservative) and one SVC seed whose curve band misses from n = 8 on.
-
-(Those sweeps chose their IVR points on the warped fit; the searcher now chooses them on the
-raw-scale fit, bench/README.md §3. The command-line table of bench/README.md §6 scores the
-code as it is: all figures met by 6 of 9 sweeps, against 0 of 9 before.)
-
-Without declared bounds the analysis keeps the single maximum-likelihood fit it always had
-(``kept=1``): the priors above describe real ML maps (bounded, rough at small scales), and on
-a smooth noise-free function the averaged map is worse (Branin, 30 trials: normalised error
-0.054 against the single fit's 0.012). Declaring a metric's bounds (``[0, null]`` for a
-loss) opts into this model.
+Without declared bounds the analysis keeps the single maximum-likelihood fit (``kept=1``):
+the priors above describe real ML maps (bounded, rough at small scales), and on a smooth
+noise-free function the averaged map is worse. Declaring a metric's bounds (``[0, null]`` for
+a loss) opts into this model.
 
 Cost: one likelihood evaluation is one Cholesky of the ``n x n`` covariance. The sampler
 runs on at most ``MAX_SAMPLER_POINTS`` trials (a seeded subset that keeps every category,
-:func:`sweeper.search.gp_fit.fit_subset`; a broader, so conservative, posterior), and the number of
-kept draws falls with ``n`` (:func:`members_for`): above a few thousand trials the
-hyperparameters are known well and the mixture is the single fit. At 32 trials it takes
-about a second.
+:func:`sweeper.search.gp_subset.fit_subset`; a broader, so conservative, posterior), and the
+number of kept draws falls with ``n`` (:func:`members_for`): above a few thousand trials the
+hyperparameters are known well and the mixture is the single fit.
+
+NOTE: docs/decisions/0004-analysis-gp-hyperparameter-posterior.md (the priors and sizes: 0012-0016)
 
 References:
     Neal, R. M. (2003). Slice sampling. Annals of Statistics 31(3).
@@ -91,6 +62,7 @@ References:
     Machine Learning Algorithms. NIPS 25.
     Lalchand, V., Rasmussen, C. E. (2020). Approximate Inference for Fully Bayesian
     Gaussian Process Regression. AABI 2019, PMLR 118.
+    Snelson, E., Rasmussen, C. E., Ghahramani, Z. (2004). Warped Gaussian Processes. NIPS 16.
     Hvarfner, C., Hellsten, E. O., Nardi, L. (2024). Vanilla Bayesian Optimization Performs
     Great in High Dimensions. ICML 2024.
     Snoek, J., Swersky, K., Zemel, R., Adams, R. P. (2014). Input Warping for Bayesian
@@ -110,8 +82,10 @@ from numpy.typing import ArrayLike, NDArray
 from sweeper.search.bounded import fit_bounded_gp, warped_log_likelihood
 from sweeper.search.design import as_generator
 from sweeper.search.ensemble import GPEnsemble
-from sweeper.search.gp import GPFit, cholesky_with_jitter, warp_inputs
-from sweeper.search.gp_fit import fit_gp, fit_subset
+from sweeper.search.gp import GPFit, warp_inputs
+from sweeper.search.gp_fit import fit_gp
+from sweeper.search.gp_linalg import cholesky_with_jitter, sum_of_terms
+from sweeper.search.gp_subset import fit_subset
 from sweeper.search.hyper_vector import (
     CEILING_PRIOR,
     SHAPE_PRIOR_SD,
@@ -127,9 +101,11 @@ from sweeper.search.warping import MetricBounds
 #: Most trials the sampler's likelihood is evaluated on (a seeded subset above it).
 MAX_SAMPLER_POINTS = 150
 #: Slice-sampler sweeps discarded, then kept draws and the sweeps between two of them.
+#: NOTE: docs/decisions/0008-analysis-gp-kept-draws.md
 BURN_IN, KEPT, THIN = 40, 64, 2
-#: Independent slice-sampling chains (their draws pooled).
+#: Independent slice-sampling chains (their draws pooled). NOTE: docs/decisions/0009-analysis-gp-ceiling.md
 CHAINS = 4
+
 
 def members_for(n: int) -> int:
     """Kept draws for ``n`` trials: each conditions on all of them (one ``O(n^3)`` factorisation, and
@@ -141,8 +117,8 @@ class _LogPrior:
     """``theta -> log p(theta)`` (up to a constant) of the slots' normal priors, ``-inf`` outside their boxes.
 
     The slots' settings as flat arrays, so one evaluation is a few numpy calls, not a loop of
-    them per slot (it was 30 % of the sampler's time); the sum still runs slot by slot, in
-    order, so a density is bit for bit what the loop gave.
+    them per slot; the sum still runs slot by slot, in order, so a density is bit for bit the
+    slot-by-slot sum.
     """
 
     def __init__(self, slots: list[Slot]) -> None:
@@ -178,9 +154,7 @@ def _log_posterior(gp: GPFit, X: NDArray[np.float64], y: NDArray[np.float64]) ->
             return -math.inf
         terms, noise, warp, inputs = unpack(theta, gp)
         Xw = warp_inputs(X, inputs)
-        K = terms[0](Xw, Xw)
-        for t in terms[1:]:
-            K += t(Xw, Xw)
+        K = sum_of_terms(terms, Xw, Xw)
         K[np.diag_indices_from(K)] += noise
         try:
             L = cholesky_with_jitter(K, max_tries=2)
@@ -212,40 +186,50 @@ def slice_sample(
     out = []
     for sweep in range(burn_in + kept * thin):
         for j in rng.permutation(x.size):
-            level = fx + math.log(rng.uniform())
-            lo = x[j] - width * rng.uniform()
-            hi = lo + width
-
-            def at(v: float) -> float:
-                trial = x.copy()
-                trial[j] = v
-                return logp(trial)
-
-            for _ in range(max_steps):
-                if at(lo) <= level:
-                    break
-                lo -= width
-            for _ in range(max_steps):
-                if at(hi) <= level:
-                    break
-                hi += width
-            while True:
-                v = rng.uniform(lo, hi)
-                trial = x.copy()
-                trial[j] = v
-                f = logp(trial)
-                if f > level:
-                    x, fx = trial, f
-                    break
-                if v < x[j]:
-                    lo = v
-                else:
-                    hi = v
-                if hi - lo < 1e-10:
-                    break
+            x, fx = _slice_step(logp, x, fx, int(j), rng, width, max_steps)
         if sweep >= burn_in and (sweep - burn_in) % thin == thin - 1:
             out.append(x.copy())
     return np.array(out)
+
+
+def _with(x: NDArray[np.float64], j: int, v: float) -> NDArray[np.float64]:
+    """A copy of ``x`` with coordinate ``j`` set to ``v``."""
+    trial = x.copy()
+    trial[j] = v
+    return trial
+
+
+def _slice_step(
+    logp: Callable[[NDArray[np.float64]], float], x: NDArray[np.float64], fx: float, j: int,
+    rng: np.random.Generator, width: float, max_steps: int,
+) -> tuple[NDArray[np.float64], float]:
+    """One update of coordinate ``j``: a level under ``fx``, an interval stepped out around ``x[j]``
+    (Neal 2003, Fig. 3), then points drawn in it, shrinking it towards ``x[j]`` until one is above
+    the level (Fig. 5). Returns the new point and its ``logp`` (``x`` itself if the interval
+    shrinks to nothing)."""
+    level = fx + math.log(rng.uniform())
+    lo = x[j] - width * rng.uniform()
+    hi = lo + width
+    for _ in range(max_steps):
+        if logp(_with(x, j, lo)) <= level:
+            break
+        lo -= width
+    for _ in range(max_steps):
+        if logp(_with(x, j, hi)) <= level:
+            break
+        hi += width
+    while True:
+        v = rng.uniform(lo, hi)
+        trial = _with(x, j, v)
+        f = logp(trial)
+        if f > level:
+            return trial, f
+        if v < x[j]:
+            lo = v
+        else:
+            hi = v
+        if hi - lo < 1e-10:
+            return x, fx
 
 
 def sample_members(gp: GPFit, *, seed: int | Sequence[int] | np.random.Generator | None,
@@ -264,7 +248,8 @@ def sample_members(gp: GPFit, *, seed: int | Sequence[int] | np.random.Generator
         if not math.isfinite(logp(theta0)):
             return (gp,)
     draws = np.vstack([slice_sample(logp, start, rng, kept=count)
-                       for start, count in zip(_chain_starts(gp, theta0, logp, rng), _split(kept, CHAINS))
+                       for start, count in zip(_chain_starts(gp, theta0, logp, rng), _split(kept, CHAINS),
+                                               strict=True)
                        if count > 0])
     members = []
     for theta in draws:
@@ -349,7 +334,7 @@ def fit_posterior(
     seeds = [*np.atleast_1d(seed).tolist()]
     common: dict[str, Any] = {"seed": [*seeds, 0], "categories": categories, "kernel": kernel, "rank": rank,
                               "n_restarts": n_restarts, "terms": terms}
-    if bounds is None:  # the single fit of the analysis before bounds (see the module docstring)
+    if bounds is None:  # without bounds: the single maximum-likelihood fit (see the module docstring)
         point = fit_gp(X, y, **common)
         return GPEnsemble(point, sample_members(point, seed=[*seeds, 1], categories=categories,
                                                 kept=1 if kept is None else kept))

@@ -40,11 +40,14 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from sweeper.search.gp import GPFit
 from sweeper.search.gp_fit import fit_gp
 from sweeper.search.warping import OutputWarp
 
 #: ``|log10 K|`` above which the verdict is conclusive (K > 10 or K < 0.1).
 CONCLUSIVE_LOG10 = 1.0
+#: The verdicts that settle the question ("inconclusive" and "no evidence" do not): :meth:`BayesFactor.is_conclusive`.
+CONCLUSIVE = ("interaction", "no interaction")
 #: A metric whose spread is at most this times ``max(1, |mean|)`` is constant (rounding, not signal).
 CONSTANT_RTOL = 1e-12
 
@@ -112,9 +115,9 @@ class BayesFactor:
             return "interaction"
         return "inconclusive"
 
-    def is_conclusive(self, threshold: float) -> bool:
-        """Whether ``K > threshold`` or ``K < 1/threshold``."""
-        return self.verdict(threshold) in ("interaction", "no interaction")
+    def is_conclusive(self, threshold: float = 10.0 ** CONCLUSIVE_LOG10) -> bool:
+        """Whether ``K > threshold`` or ``K < 1/threshold`` (the verdict is one of :data:`CONCLUSIVE`)."""
+        return self.verdict(threshold) in CONCLUSIVE
 
 
 def interaction_bayes_factor(
@@ -180,10 +183,13 @@ def interaction_bayes_factor(
     note = constant_metric_note(y) or _no_variation_note(X, dims if pair is not None else ())
     if note:
         return BayesFactor(0.0, math.nan, math.nan, dims, int(X.shape[0]), note=note)
-    common = {"seed": seed, "n_restarts": n_restarts, "categories": categories, "kernel": kernel,
-              "max_fit_points": max_fit_points, "refine_max_points": refine_max_points, "warp": warp}
+
+    def fit(terms: list[list[int]]) -> GPFit:  # both models: the same data, seed and settings
+        return fit_gp(X, y, terms=terms, seed=seed, n_restarts=n_restarts, categories=categories, kernel=kernel,
+                      max_fit_points=max_fit_points, refine_max_points=refine_max_points, warp=warp)
+
     if additive_log_likelihood is None:
-        additive_log_likelihood = fit_gp(X, y, terms=singles, **common).log_likelihood
-    joint = fit_gp(X, y, terms=shared, **common)
+        additive_log_likelihood = fit(singles).log_likelihood
+    joint = fit(shared)
     log10_K = (additive_log_likelihood - joint.log_likelihood) / math.log(10.0)
     return BayesFactor(log10_K, additive_log_likelihood, joint.log_likelihood, dims, int(X.shape[0]))

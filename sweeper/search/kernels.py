@@ -97,10 +97,10 @@ def category_index(u: NDArray[np.float64], k: int) -> NDArray[np.intp]:
     return np.clip(np.floor(np.asarray(u, dtype=np.float64) * k), 0, k - 1).astype(np.intp)
 
 
-
 def category_labels(X: NDArray[np.float64], categories: Mapping[int, int] | None) -> list[NDArray[np.intp]]:
     """The category of every row of ``X`` in each categorical column (column -> ``k``), columns in order."""
     return [category_index(X[:, c], k) for c, k in sorted((categories or {}).items())]
+
 
 @dataclass(frozen=True)
 class CategoryFactor:
@@ -129,7 +129,8 @@ class CategoryFactor:
         """``B`` scaled to unit diagonal: how alike the response is across categories (Fig. 5)."""
         B = self.B
         s = np.sqrt(np.diag(B))
-        return B / np.outer(s, s)
+        correlation: NDArray[np.float64] = B / np.outer(s, s)
+        return correlation
 
     def index(self, X: NDArray[np.float64]) -> NDArray[np.intp]:
         """Category of each row of ``X`` (full unit-cube points), shape ``(a,)``."""

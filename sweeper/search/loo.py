@@ -49,7 +49,7 @@ References:
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -74,7 +74,8 @@ _Q95 = (0.025, 0.975)
 
 
 class _Mixture(Protocol):
-    members: tuple[GPFit, ...]
+    @property
+    def members(self) -> tuple[GPFit, ...]: ...
 
 
 #: The checks, by the key they carry in summaries and metric names.
@@ -226,7 +227,10 @@ def score_pit(pit: ArrayLike, mean: ArrayLike, y: ArrayLike, kind: str, *, n_tot
     y = np.asarray(y, dtype=np.float64)
     eps = 1e-12
     residuals = ndtri(np.clip(pit, eps, 1.0 - eps))
-    inside = lambda q: float(np.mean((pit >= q[0]) & (pit <= q[1]))) if pit.size else math.nan  # noqa: E731
+
+    def inside(q: tuple[float, float]) -> float:
+        return float(np.mean((pit >= q[0]) & (pit <= q[1]))) if pit.size else math.nan
+
     return PredictiveCheck(n=int(pit.size), coverage68=inside(_Q68), coverage95=inside(_Q95),
                            rmse=float(math.sqrt(np.mean((mean - y) ** 2))) if y.size else math.nan,
                            max_abs_residual=float(np.max(np.abs(residuals))) if y.size else math.nan,
@@ -251,8 +255,12 @@ def replicate_groups(X: ArrayLike, y: ArrayLike, replicate_columns: Sequence[int
         key = np.ascontiguousarray(X[i, keep]).tobytes()
         configs.setdefault(key, []).append(i)
         copies.setdefault((key, y[i].tobytes()), []).append(i)
-    as_arrays = lambda d: [np.asarray(v, dtype=np.intp) for v in d.values()]  # noqa: E731
-    return as_arrays(copies), as_arrays(configs)
+    return _as_arrays(copies), _as_arrays(configs)
+
+
+def _as_arrays(groups: Mapping[Any, list[int]]) -> list[NDArray[np.intp]]:
+    """Each group's indices as an array, in the order the groups were first seen."""
+    return [np.asarray(v, dtype=np.intp) for v in groups.values()]
 
 
 def first_of_copies(copies: Sequence[NDArray[np.intp]]) -> NDArray[np.intp]:

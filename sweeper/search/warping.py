@@ -219,13 +219,21 @@ class OutputWarp:
     def _hi(self) -> float | None:
         return self.bounds.high if self.top is None else self.top
 
-    def _unit(self, y: NDArray[np.float64]) -> NDArray[np.float64]:
+    def _ends(self) -> tuple[float, float]:
+        """``(low, top)``: the range a two-sided warp rescales onto (``top`` is the upper bound without a ceiling)."""
         lo, hi = self.bounds.low, self._hi
+        if lo is None or hi is None:
+            raise ValueError(f"the warp onto {self.bounds.text()} has one bound, not a range")
+        return lo, hi
+
+    def _unit(self, y: NDArray[np.float64]) -> NDArray[np.float64]:
         if self.two_sided:
-            return np.clip((y - lo) / (hi - lo), self.eps, 1.0 - self.eps)  # type: ignore[operator]
-        if lo is not None:
-            return np.maximum(y - lo, self.eps)
-        return np.maximum(hi - y, self.eps)  # type: ignore[operator]
+            lo, hi = self._ends()
+            return np.clip((y - lo) / (hi - lo), self.eps, 1.0 - self.eps)
+        low, upper = self.bounds.low, self._hi
+        if low is not None:
+            return np.maximum(y - low, self.eps)
+        return np.maximum(upper - y, self.eps)  # type: ignore[operator]  # one bound, not the lower: upper is set
 
     def forward(self, y: ArrayLike) -> NDArray[np.float64]:
         """``w(y)``, elementwise; values on or beyond a bound are squeezed ``eps`` inside first."""
@@ -240,15 +248,16 @@ class OutputWarp:
         bound (``-inf`` below the lower one).
         """
         y = np.asarray(y, dtype=np.float64)
-        lo, hi = self.bounds.low, self._hi
         if self.two_sided:
-            t = (y - lo) / (hi - lo)  # type: ignore[operator]
+            lo, hi = self._ends()
+            t = (y - lo) / (hi - lo)
             top, bottom = t >= 1.0, t < 0.0
             t = np.clip(t, self.eps, 1.0 - self.eps)
         else:
-            t = y - lo if lo is not None else hi - y  # type: ignore[operator]
-            beyond = t < 0.0 if lo is not None else t <= 0.0
-            top, bottom = (np.zeros_like(beyond), beyond) if lo is not None else (beyond, np.zeros_like(beyond))
+            low, upper = self.bounds.low, self._hi
+            t = y - low if low is not None else upper - y
+            beyond = t < 0.0 if low is not None else t <= 0.0
+            top, bottom = (np.zeros_like(beyond), beyond) if low is not None else (beyond, np.zeros_like(beyond))
             t = np.maximum(t, self.eps)
         g = self._of_unit(t)
         return np.where(top, np.inf, np.where(bottom, -np.inf, g))
@@ -269,18 +278,19 @@ class OutputWarp:
         truth.
         """
         g = np.asarray(g, dtype=np.float64)
-        lo, hi = self.bounds.low, self._hi
         if not self.two_sided:
-            gap = np.exp(g if lo is not None else -g)
+            low, upper = self.bounds.low, self._hi
+            gap = np.exp(g if low is not None else -g)
             gap = np.where(gap <= self.eps * _ON_BOUND, 0.0, gap)
-            return lo + gap if lo is not None else hi - gap  # type: ignore[operator]
+            return low + gap if low is not None else upper - gap
         from scipy.special import log_expit  # here: a trial's worker reads this module's settings, not this
 
         log_q = log_expit(-g)  # log(1 - p)
         r_a = -np.expm1(log_q / self.b)
         r = np.exp(np.log(np.maximum(r_a, np.finfo(np.float64).tiny)) / self.a)
         r = np.where(r >= 1.0 - self.eps * _ON_BOUND, 1.0, np.where(r <= self.eps * _ON_BOUND, 0.0, r))
-        return lo + (hi - lo) * r  # type: ignore[operator]
+        lo, hi = self._ends()
+        return lo + (hi - lo) * r
 
     def log_jacobian(self, y: ArrayLike) -> NDArray[np.float64]:
         """``log w'(y)``, elementwise (for the warped GP's likelihood of the original values)."""
@@ -291,7 +301,8 @@ class OutputWarp:
         t_a = t ** self.a
         log_q = self.b * np.log1p(-t_a)
         log_p = np.log(-np.expm1(log_q))
-        width = self._hi - self.bounds.low  # type: ignore[operator]
+        lo, hi = self._ends()
+        width = hi - lo
         return (math.log(self.a * self.b) + (self.a - 1.0) * np.log(t) + (self.b - 1.0) * np.log1p(-t_a)
                 - log_p - log_q - math.log(width))
 
