@@ -44,8 +44,8 @@ log = logging.getLogger(__name__)
 
 #: From this many training points on, the conditioner extends the fit's Cholesky factor by the
 #: other points of ``X_cond`` (``O(n^2 p)``) instead of factorising ``K(X_cond, X_cond)`` anew
-#: (``O(n^3)``: ~1.5 s at n = 5000 on one core). Below it a fresh factor costs < 0.1 s, and
-#: keeps the picks bit-identical to a conditioner that never reorders ``X_cond``.
+#: (``O(n^3)``). Below it a fresh factor is cheap, and keeps the picks bit-identical to a
+#: conditioner that never reorders ``X_cond``. NOTE: docs/decisions/0015-reuse-the-fits-factor.md
 REUSE_FACTOR_MIN_N = 1000
 
 
@@ -86,6 +86,7 @@ class _Conditioner:
         self.X_cand = X_cand
         self.noise = float(gp.noise_variance)
         c = X_cand.shape[0]
+        self.L: NDArray[np.float64] | None  # the Cholesky factor of K(X_cond, X_cond) + noise I; None without X_cond
         if X_cond.shape[0] > 0:
             # The posterior does not depend on the order of X_cond; self.X_cond is the order of L.
             self.X_cond, self.L = _conditioning_factor(gp, X_cond, self.noise)
@@ -102,7 +103,8 @@ class _Conditioner:
         """``L^-1 K`` for a cross-covariance ``K`` of shape ``(N, b)``."""
         if self.L is None:
             return np.zeros((0, K.shape[1]))
-        return scipy.linalg.solve_triangular(self.L, K, lower=True, check_finite=False)
+        solved: NDArray[np.float64] = scipy.linalg.solve_triangular(self.L, K, lower=True, check_finite=False)
+        return solved
 
     def condition_on(self, p: int) -> tuple[NDArray[np.float64], float]:
         """Condition on a noisy observation at candidate ``p``; return ``(cov_k(cand, p), s)``.
@@ -178,7 +180,8 @@ def _ivr_from_cov(
     C: NDArray[np.float64], var: NDArray[np.float64], noise: float
 ) -> NDArray[np.float64]:
     # IVR(x) = (1/m) sum_j cov(x_j, x)^2 / (var(x) + noise)            (m, c) -> (c,)
-    return np.einsum("ij,ij->j", C, C) / (C.shape[0] * (var + noise))
+    ivr: NDArray[np.float64] = np.einsum("ij,ij->j", C, C) / (C.shape[0] * (var + noise))
+    return ivr
 
 
 def _prepare(

@@ -147,7 +147,7 @@ def balance_categories(U: NDArray[np.float64], categories: dict[int, int], seed:
     rng = as_generator(seed)
     blocks = -(-U.shape[0] // n_combos)
     combos = np.concatenate([rng.permutation(n_combos) for _ in range(blocks)])[: U.shape[0]]
-    for c, k in zip(columns, sizes):
+    for c, k in zip(columns, sizes, strict=True):
         U[:, c] = (combos % k + 0.5) / k
         combos = combos // k
     return U

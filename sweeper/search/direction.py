@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
+from itertools import pairwise
 
 #: Words that name a quantity to minimise.
 LOWER_IS_BETTER_WORDS = frozenset({
@@ -81,7 +82,7 @@ def direction_warning(metric: str, mode: str | None, prefix: str = "hydra.sweepe
 def reads_like_unit_score(name: str) -> bool:
     """Whether the metric's name reads like a score in [0, 1] (see the module docstring)."""
     words = name_words(name)
-    return bool(({*words} | {a + b for a, b in zip(words, words[1:])}) & UNIT_SCORE_WORDS)
+    return bool(({*words} | {a + b for a, b in pairwise(words)}) & UNIT_SCORE_WORDS)
 
 
 def bounds_warning(metric: str, bounds: object, prefix: str = "hydra.sweeper.") -> str | None:

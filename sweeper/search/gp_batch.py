@@ -1,19 +1,22 @@
 """How a GP strategy chooses a batch: the fits (the one that chooses, the one that tags the
 points with predictions), then candidates and the greedy IVR or GP-BUCB batch among them.
 
-:class:`~sweeper.search.policy.MultiversePolicy` keeps the state (what was asked, what came
-back, the warm starts); these functions are its GP step, given that state.
+One :class:`GPBatchStep` per GP strategy (:class:`IVRBatch`, :class:`UCBBatch`, chosen by
+:func:`gp_batch_step`); :class:`~sweeper.search.gp_source.GPSource` keeps the state (what was
+asked, what came back, the warm starts) and calls the step with it.
 """
 
 from __future__ import annotations
 
 import contextlib
+from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
+from sweeper.blas import one_blas_thread
 from sweeper.search.acquisition import BatchSelection, local_ivr_candidates, select_ivr_batch, select_ucb_batch
 from sweeper.search.bounded import fit_bounded_gp
 from sweeper.search.design import as_generator, balance_categories, sobol_design
@@ -28,6 +31,7 @@ from sweeper.search.settings import (
     STREAM_LOCAL,
     STREAM_TAG,
     PolicySettings,
+    Strategy,
 )
 from sweeper.search.space import SearchSpace
 from sweeper.search.warping import MetricBounds
@@ -40,52 +44,154 @@ WARM_RESTARTS = 2
 TAG_MIXTURE_MAX_TRIALS = 100
 TAG_MEMBERS = 16
 
+Points = NDArray[np.float64]
 
-def fit_batch_gps(
-    X: NDArray[np.float64], y: NDArray[np.float64], space: SearchSpace, s: PolicySettings, stream: Sequence[int],
-    init: Mapping[str, Any] | None, warm_bounded: Mapping[str, Any] | None,
-) -> tuple[GPFit, GPFit | GPEnsemble]:
-    """The GP that chooses the batch and the model that tags its points (often the same fit).
 
-    ``init`` / ``warm_bounded``: the previous fits' hyperparameters to warm-start from (None
-    fits from scratch, as deterministic mode must: its points must not depend on earlier fits).
+class GPBatchStep(ABC):
+    """A GP strategy's batch: fit the GP on the results so far, then pick ``size`` candidates.
 
-    Raises:
-        RuntimeError, numpy.linalg.LinAlgError: the fit failed.
+    The subclasses differ in the fits (which model chooses, which tags the points) and in the
+    acquisition that picks; the candidates are common: a Sobol design in which every
+    combination of categories has an equal share, snapped to legal values.
     """
-    categories = space.categories()
-    n_continuous = space.d - len(categories)
-    prior = dimension_scaled_prior(n_continuous) if s.gp_lengthscale_prior and n_continuous else None
-    fit_kwargs: dict[str, Any] = dict(
-        seed=[*stream, STREAM_GP], n_restarts=s.gp_restarts if init is None else min(s.gp_restarts, WARM_RESTARTS),
-        categories=categories, kernel=s.kernel, rank=s.coregion_rank, max_fit_points=s.gp_max_fit_points,
-        refine_max_points=s.gp_refine_max_points, init=init, lengthscale_prior=prior)
-    bounds = s.bounds
-    if bounds is None or s.strategy == "ivr":
+
+    #: The phase written into the suggestions it chooses (the strategy's name).
+    phase: ClassVar[str]
+
+    def __init__(self, space: SearchSpace, settings: PolicySettings) -> None:
+        self.space = space
+        self.settings = settings
+
+    @property
+    def adaptive(self) -> bool:
+        """Whether fits start warm from the previous one and a batch is re-planned as results arrive."""
+        return False
+
+    def fit(self, X: Points, y: Points, stream: Sequence[int], init: Mapping[str, Any] | None,
+            warm_bounded: Mapping[str, Any] | None) -> tuple[GPFit, GPFit | GPEnsemble]:
+        """The GP that chooses the batch and the model that tags its points (often the same fit).
+
+        ``init`` / ``warm_bounded``: the previous fits' hyperparameters to warm-start from (None
+        fits from scratch, as deterministic mode must: its points must not depend on earlier fits).
+
+        Raises:
+            RuntimeError, numpy.linalg.LinAlgError: the fit failed.
+        """
+        s = self.settings
+        categories = self.space.categories()
+        n_continuous = self.space.d - len(categories)
+        prior = dimension_scaled_prior(n_continuous) if s.gp_lengthscale_prior and n_continuous else None
+        fit_kwargs: dict[str, Any] = dict(
+            seed=[*stream, STREAM_GP], n_restarts=s.gp_restarts if init is None else min(s.gp_restarts, WARM_RESTARTS),
+            categories=categories, kernel=s.kernel, rank=s.coregion_rank, max_fit_points=s.gp_max_fit_points,
+            refine_max_points=s.gp_refine_max_points, init=init, lengthscale_prior=prior)
+        return self._fit(X, y, fit_kwargs, stream, warm_bounded)
+
+    def pick(self, gp: GPFit, X_asked: Points, size: int, stream: Sequence[int]) -> tuple[Points, BatchSelection]:
+        """The candidates and the ``size`` of them chosen, conditioning on every point asked so far.
+
+        Conditioning on every asked point (finished, failed and pending) keeps the plan exact for
+        IVR's variance as results arrive; for ``ucb`` this is GP-BUCB's batch rule.
+        """
+        cand_stream = [*stream, STREAM_CANDIDATES]
+        cand = balance_categories(sobol_design(self.settings.n_candidates, self.space.d, cand_stream),
+                                  self.space.categories(), cand_stream)
+        return self._select(gp, X_asked, self.space.to_unit(self.space.from_unit(cand)), size, stream)
+
+    @abstractmethod
+    def _fit(self, X: Points, y: Points, fit_kwargs: dict[str, Any], stream: Sequence[int],
+             warm_bounded: Mapping[str, Any] | None) -> tuple[GPFit, GPFit | GPEnsemble]:
+        """The choosing fit and the tagging model, given :func:`sweeper.search.gp_fit.fit_gp`'s arguments."""
+
+    @abstractmethod
+    def _select(self, gp: GPFit, X_asked: Points, cand: Points, size: int,
+                stream: Sequence[int]) -> tuple[Points, BatchSelection]:
+        """The candidates (``cand``, possibly extended) and the batch picked among them."""
+
+
+class IVRBatch(GPBatchStep):
+    """Integrated variance reduction (Bell et al. 2022, eq. 6-7): the batch that most shrinks the
+    GP's variance integrated over the space, greedily (:func:`sweeper.search.acquisition.select_ivr_batch`).
+
+    It chooses with the fit on the raw scale even for a bounded metric: IVR's choice needs no
+    prediction inside the bounds, and a bounded model (:func:`bounded_tagger`) tags the chosen
+    points. NOTE: docs/decisions/0013-ivr-chooses-on-the-raw-scale.md
+    """
+
+    phase = Strategy.IVR.value
+
+    @property
+    def adaptive(self) -> bool:
+        """Outside deterministic mode: the hyperparameters fitted on the first results move a lot, and IVR's
+        plan depends on them. NOTE: docs/decisions/0012-replan-ivr-batches.md"""
+        return not self.settings.deterministic
+
+    def _fit(self, X: Points, y: Points, fit_kwargs: dict[str, Any], stream: Sequence[int],
+             warm_bounded: Mapping[str, Any] | None) -> tuple[GPFit, GPFit | GPEnsemble]:
         gp = fit_gp(X, y, **fit_kwargs)
-    else:  # the warp's shapes start from the previous fit's, like the hyperparameters
-        gp = fit_bounded_gp(X, y, bounds, shapes=warm_shapes(init), **fit_kwargs)
-    # IVR chooses its points with the raw-scale fit even when the metric is bounded: on the
-    # SVC map, points chosen by the warped fit drew a worse map at every n <= 30 (the
-    # efficiency benchmark, bench/README.md §3), and IVR's choice needs no prediction
-    # inside the bounds. A bounded model tags the chosen points (predicted mean and sd).
-    tagger: GPFit | GPEnsemble = gp
-    if bounds is not None and s.strategy == "ivr":
-        tagger = bounded_tagger(X, y, bounds, fit_kwargs, s, stream, warm_bounded)
-    return gp, tagger
+        bounds = self.settings.bounds
+        if bounds is None:
+            return gp, gp
+        return gp, bounded_tagger(X, y, bounds, fit_kwargs, self.settings, stream, warm_bounded)
+
+    def _select(self, gp: GPFit, X_asked: Points, cand: Points, size: int,
+                stream: Sequence[int]) -> tuple[Points, BatchSelection]:
+        """IVR over integration points that give every category combination an equal share; with
+        ``ivr_local_search``, local candidates around the best Sobol ones join the Sobol candidates."""
+        s, space = self.settings, self.space
+        categories = space.categories()
+        mc_stream = [*stream, STREAM_INTEGRATION]
+        X_mc = balance_categories(sobol_design(s.n_integration, space.d, mc_stream), categories, mc_stream)
+        continuous = np.array([c for c in range(space.d) if c not in categories], dtype=np.intp)
+        if s.ivr_local_search and continuous.size:
+            local = local_ivr_candidates(gp, X_asked, cand, X_mc, as_generator([*stream, STREAM_LOCAL]), continuous)
+            cand = np.vstack([cand, space.to_unit(space.from_unit(local))])
+        return cand, select_ivr_batch(gp, X_asked, cand, X_mc, size)
 
 
-def bounded_tagger(X: NDArray[np.float64], y: NDArray[np.float64], bounds: MetricBounds, fit_kwargs: dict[str, Any],
+class UCBBatch(GPBatchStep):
+    """GP-UCB, GP-BUCB for a batch (Srinivas et al. 2010; Desautels et al. 2014): the optimising
+    contrast the multiverse paper compares against. A bounded metric is fitted warped, and that fit
+    both chooses and tags. It keeps its batches and full restarts (not :attr:`adaptive`).
+    NOTE: docs/decisions/0012-replan-ivr-batches.md
+    """
+
+    phase = Strategy.UCB.value
+
+    def _fit(self, X: Points, y: Points, fit_kwargs: dict[str, Any], stream: Sequence[int],
+             warm_bounded: Mapping[str, Any] | None) -> tuple[GPFit, GPFit | GPEnsemble]:
+        bounds = self.settings.bounds
+        if bounds is None:
+            gp = fit_gp(X, y, **fit_kwargs)
+        else:  # the warp's shapes start from the previous fit's, like the hyperparameters
+            gp = fit_bounded_gp(X, y, bounds, shapes=warm_shapes(fit_kwargs["init"]), **fit_kwargs)
+        return gp, gp
+
+    def _select(self, gp: GPFit, X_asked: Points, cand: Points, size: int,
+                stream: Sequence[int]) -> tuple[Points, BatchSelection]:
+        s = self.settings
+        return cand, select_ucb_batch(gp, X_asked, cand, size, s.ucb_beta, maximize=s.mode == "max")
+
+
+#: The batch step of each GP strategy.
+GP_BATCH_STEPS: dict[Strategy, type[GPBatchStep]] = {Strategy.IVR: IVRBatch, Strategy.UCB: UCBBatch}
+
+
+def gp_batch_step(space: SearchSpace, settings: PolicySettings) -> GPBatchStep:
+    """The batch step of ``settings.strategy``, a GP strategy (KeyError for another)."""
+    return GP_BATCH_STEPS[Strategy(settings.strategy)](space, settings)
+
+
+def bounded_tagger(X: Points, y: Points, bounds: MetricBounds, fit_kwargs: dict[str, Any],
                    s: PolicySettings, stream: Sequence[int], warm: Mapping[str, Any] | None) -> GPFit | GPEnsemble:
     """The model whose predictions of the chosen points are recorded: the analysis's up to ``TAG_MIXTURE_MAX_TRIALS``.
 
     The maps and the curve are drawn from the posterior mixture of
     :mod:`sweeper.search.hyperposterior`; the prospective check (:mod:`sweeper.search.calibration`)
-    scores these predictions, so they come from that model. The maximum-likelihood bounded fit
-    predicted too surely: 21-67 % of its SGD-map predictions held their results at 95 % (5 seeds),
-    against 88-100 % for the mixture (bench/README.md §7). Above ``TAG_MIXTURE_MAX_TRIALS`` the
-    hyperparameters are pinned down and the sampler's cost (6 s at 32 trials in 6 dims) is not
-    worth it: the bounded fit, warm-started, tags.
+    scores these predictions, so they come from that model, which is also better calibrated than
+    the maximum-likelihood bounded fit. Above ``TAG_MIXTURE_MAX_TRIALS`` the hyperparameters are
+    pinned down and the sampler's cost is not worth it: the bounded fit, warm-started, tags.
+    NOTE: docs/decisions/0014-tag-points-with-the-posterior-mixture.md
     """
     if X.shape[0] <= TAG_MIXTURE_MAX_TRIALS:
         return fit_posterior(X, y, seed=[*stream, STREAM_TAG], bounds=bounds, categories=fit_kwargs["categories"],
@@ -94,42 +200,14 @@ def bounded_tagger(X: NDArray[np.float64], y: NDArray[np.float64], bounds: Metri
         **fit_kwargs, "init": warm, "n_restarts": s.gp_restarts if warm is None else min(s.gp_restarts, WARM_RESTARTS)})
 
 
-def pick_batch(
-    gp: GPFit, X_asked: NDArray[np.float64], size: int, space: SearchSpace, s: PolicySettings, stream: Sequence[int],
-) -> tuple[NDArray[np.float64], BatchSelection]:
-    """The candidates and the ``size`` of them chosen, conditioning on every point asked so far.
-
-    Conditioning on every asked point (finished, failed and pending) keeps the plan exact for
-    IVR's variance as results arrive; for ``ucb`` this is GP-BUCB's batch rule.
-    """
-    categories = space.categories()
-    # Candidates and integration points give every category combination an equal share.
-    cand_stream = [*stream, STREAM_CANDIDATES]
-    cand = balance_categories(sobol_design(s.n_candidates, space.d, cand_stream), categories, cand_stream)
-    cand = space.to_unit(space.from_unit(cand))
-    if s.strategy == "ivr":
-        mc_stream = [*stream, STREAM_INTEGRATION]
-        X_mc = balance_categories(sobol_design(s.n_integration, space.d, mc_stream), categories, mc_stream)
-        continuous = np.array([c for c in range(space.d) if c not in categories], dtype=np.intp)
-        if s.ivr_local_search and continuous.size:
-            local = local_ivr_candidates(gp, X_asked, cand, X_mc, as_generator([*stream, STREAM_LOCAL]), continuous)
-            cand = np.vstack([cand, space.to_unit(space.from_unit(local))])
-        return cand, select_ivr_batch(gp, X_asked, cand, X_mc, size)
-    return cand, select_ucb_batch(gp, X_asked, cand, size, s.ucb_beta, maximize=s.mode == "max")
-
-
 @contextlib.contextmanager
 def single_threaded_blas() -> Iterator[None]:
-    """Run the GP work of the search on one BLAS thread.
+    """Run the GP work of the search on one BLAS thread (:func:`sweeper.blas.one_blas_thread`).
 
-    IMPORTANT: the search runs in the sweep's driver while trials keep every core busy.
-    Multi-threaded OpenBLAS then spins against them and small factorisations slow down
-    by 5-20x (measured on 2 cores with 2 busy processes: a coregionalized fit at n=200
-    took 24 s with 2 threads, 1.2 s with 1; n=400 continuous 11.5 s against 2.2 s).
+    The search runs in the sweep's driver while trials keep every core busy, where threaded
+    BLAS spins against them. NOTE: docs/decisions/0002-one-blas-thread.md
     """
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=1, user_api="blas"):
+    with one_blas_thread():
         yield
 
 

@@ -348,7 +348,7 @@ class SearchSpace:
         X = X.reshape(1, -1) if X.ndim == 1 else X
         if X.ndim != 2 or X.shape[1] != self.d:
             raise ValueError(f"expected points of shape (n, {self.d}), got {X.shape}")
-        return [{dim.name: dim.from_unit(float(u)) for dim, u in zip(self.dims, row)} for row in X]
+        return [{dim.name: dim.from_unit(float(u)) for dim, u in zip(self.dims, row, strict=True)} for row in X]
 
     def to_unit(self, points: Sequence[Mapping[str, Any]]) -> NDArray[np.float64]:
         """Map parameter dicts to unit-cube points, shape (n, d)."""

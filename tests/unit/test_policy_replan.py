@@ -66,14 +66,14 @@ def test_the_rest_of_a_batch_is_replanned_when_results_arrived(fits: list[dict])
     policy = started(settings)
     first = policy.ask()  # plans the batch: a full fit on 6 results
     assert [c["n"] for c in fits] == [6] and fits[0]["init"] is None and fits[0]["n_restarts"] == 3
-    planned = list(policy._plan)
+    planned = list(policy._batch_plan.plan)
     policy.tell(first.index, value(first))
     second = policy.ask()  # a result came in: refit (warm) and re-plan the 2 + 1 left
     assert [c["n"] for c in fits] == [6, 7]
     assert fits[1]["init"] is not None and fits[1]["n_restarts"] == WARM_RESTARTS
     assert second.batch == first.batch == 1 and second.phase == "ivr"
     assert second.x != planned[0].x  # a fresh plan (new hyperparameters, new candidates)
-    assert len(policy._plan) == 2
+    assert len(policy._batch_plan.plan) == 2
     # No new result: the plan is handed out as it stands, no fit.
     third = policy.ask()
     assert len(fits) == 2 and third == policy.suggestions[-1]
@@ -98,7 +98,7 @@ def test_trials_shorter_than_a_refit_keep_their_batch(fits: list[dict]) -> None:
         s = policy.ask()
         policy.tell(s.index, value(s))
     first = policy.ask()
-    planned = list(policy._plan)
+    planned = list(policy._batch_plan.plan)
     now[0] += 0.001  # the result is in a millisecond later: far less than the fit took
     policy.tell(first.index, value(first))
     assert policy.ask() == planned[0] and [c["n"] for c in fits] == [6]
@@ -166,7 +166,7 @@ def test_lengthscale_prior_setting_reaches_the_fit(fits: list[dict]) -> None:
     policy.ask()
     assert fits[0]["prior"] == dimension_scaled_prior(2)
     with pytest.raises(SweeperConfigError, match="gp_lengthscale_prior"):
-        MultiversePolicy(SPACE_2D, PolicySettings(gp_lengthscale_prior="yes"))  # type: ignore[arg-type]
+        MultiversePolicy(SPACE_2D, PolicySettings(gp_lengthscale_prior="yes"))  # type: ignore[arg-type]  # on purpose
 
 
 def test_local_search_adds_candidates_near_the_best(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -186,7 +186,7 @@ def test_local_search_adds_candidates_near_the_best(monkeypatch: pytest.MonkeyPa
     policy = started(PolicySettings(num_trials=10, n_initial=6, batch_size=4, ivr_local_search=True, **FAST))
     assert policy.ask().phase == "ivr"
     with pytest.raises(SweeperConfigError, match="ivr_local_search"):
-        MultiversePolicy(SPACE_2D, PolicySettings(ivr_local_search=1))  # type: ignore[arg-type]
+        MultiversePolicy(SPACE_2D, PolicySettings(ivr_local_search=1))  # type: ignore[arg-type]  # on purpose
 
 
 def test_ucb_keeps_its_batches_and_full_restarts(fits: list[dict]) -> None:

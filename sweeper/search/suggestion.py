@@ -1,0 +1,110 @@
+"""What the search hands out and reports: a trial's :class:`Suggestion`, the GP a batch was planned with
+(:class:`BatchFit`) and an interaction test of ``stop_on_bayes_factor`` (:class:`BayesFactorCheck`).
+
+They are plain frozen records: the policy makes them, the searcher, the recorder and the live map read them,
+and a suggestion round-trips through the policy's JSON state (:func:`suggestion_from_dict`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+if TYPE_CHECKING:
+    from sweeper.search.ensemble import GPEnsemble
+    from sweeper.search.gp import GPFit
+    from sweeper.search.space import SearchSpace
+
+
+@dataclass(frozen=True)
+class BayesFactorCheck:
+    """One interaction test of ``stop_on_bayes_factor``, run when a batch was about to start.
+
+    Attributes:
+        batch: The batch about to start (its points were not handed out if the test stopped the sweep).
+        n: Finished trials the test used.
+        log10_K: ``log10`` of the Bayes factor additive / shared (eq. 8 of Bell et al.).
+        verdict: ``interaction``, ``no interaction`` or ``inconclusive`` at the sweep's threshold.
+    """
+
+    batch: int
+    n: int
+    log10_K: float
+    verdict: str
+
+
+@dataclass(frozen=True)
+class BatchFit:
+    """The GP a batch was planned with, handed to :attr:`sweeper.search.policy.MultiversePolicy.on_gp_fit`
+    (e.g. for a live map).
+
+    Attributes:
+        batch: The batch planned from it (1 for the first GP batch).
+        gp: The model that tagged the batch's points with predictions (``predicted_mean``,
+            ``predicted_sd``): the metric in original units, inside its bounds when it has them
+            (a posterior mixture for a bounded metric, :func:`sweeper.search.gp_batch.bounded_tagger`).
+            Its ``X`` and ``y`` are the trials it was fitted on.
+        failed: Points of the trials failed so far, unit cube, shape ``(n_failed, d)``.
+    """
+
+    batch: int
+    gp: GPFit | GPEnsemble
+    failed: NDArray[np.float64]
+
+
+@dataclass(frozen=True)
+class Suggestion:
+    """One trial handed out: where, why, and what the GP expected there.
+
+    Attributes:
+        index: position in the sweep, 0-based; also the Hydra job number.
+        x: the point in the unit cube, shape (d,), snapped to legal values of discrete dims.
+        params: the point in original units, dimension name -> value.
+        phase: ``random``, ``sobol``, ``grid``, ``ivr`` or ``ucb``.
+        batch: which block of ``batch_size`` points the trial belongs to (the Sobol design
+            of a GP strategy is batch 0).
+        acquisition: the acquisition value when the point was chosen (GP phases only).
+        predicted_mean: the mean of the GP's predictive of the trial's result, original units.
+        predicted_sd: its standard deviation (observation noise included), original units: what
+            the prospective check scores (:mod:`sweeper.search.calibration`).
+    """
+
+    index: int
+    x: tuple[float, ...]
+    params: dict[str, Any]
+    phase: str
+    batch: int
+    acquisition: float | None = None
+    predicted_mean: float | None = None
+    predicted_sd: float | None = None
+
+
+def make_suggestion(
+    space: SearchSpace,
+    index: int,
+    u: NDArray[np.float64],
+    phase: str,
+    batch: int,
+    acquisition: float | None = None,
+    gp: GPFit | GPEnsemble | None = None,
+) -> Suggestion:
+    """The suggestion of trial ``index`` at unit-cube point ``u``, snapped to legal values of discrete dims.
+
+    With ``gp``, the suggestion carries that model's predictive of its result (noise included).
+    """
+    params = space.from_unit(u)[0]
+    x = space.to_unit([params])[0]  # snapped to legal values of discrete dims
+    mean = sd = None
+    if gp is not None:
+        m, v = gp.predict(x[None, :], noise=True)  # the predictive of its result, original units
+        mean, sd = float(m[0]), float(v[0])
+    return Suggestion(index, tuple(float(t) for t in x), params, phase, batch, acquisition, mean, sd)
+
+
+def suggestion_from_dict(d: Mapping[str, Any]) -> Suggestion:
+    """A suggestion from its ``dataclasses.asdict`` form (JSON turns the tuple ``x`` into a list)."""
+    return Suggestion(**{**d, "x": tuple(d["x"])})
