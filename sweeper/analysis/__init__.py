@@ -20,7 +20,7 @@ from __future__ import annotations
 # Each function shares its module's name: importing them here, eagerly, makes
 # ``sweeper.analysis.expected_max`` the function (the import system sets the submodule
 # attribute first, and this binding then replaces it once and for all).
-from sweeper.analysis.environment import (
+from sweeper.analysis.environment_effects import (
     ConditionComparison,
     ConditionSummary,
     compare_conditions,

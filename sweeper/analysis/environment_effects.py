@@ -246,30 +246,9 @@ def compare_conditions(
         >>> round(c.mean_difference, 4), round(c.kendall_tau, 3), round(c.wilcoxon_p, 3)
         (0.01, 1.0, 0.375)
     """
-    from scipy import stats  # scipy.stats takes ~1 s to import
-
-    if zero_method not in ("wilcox", "pratt", "zsplit"):
-        raise ValueError(
-            f"zero_method must be 'wilcox', 'pratt' or 'zsplit'; got {zero_method!r}"
-        )
-    if alternative not in ("two-sided", "less", "greater"):
-        raise ValueError(
-            f"alternative must be 'two-sided', 'less' or 'greater'; got {alternative!r}"
-        )
-    if wilcoxon_method not in ("auto", "exact", "asymptotic"):
-        raise ValueError(
-            f"wilcoxon_method must be 'auto', 'exact' or 'asymptotic'; got {wilcoxon_method!r}"
-        )
+    _check_options(zero_method, alternative, wilcoxon_method)
     name_a, name_b = (str(n) for n in names)
-    x = _as_values(a, f"condition {name_a!r}")
-    y = _as_values(b, f"condition {name_b!r}")
-    if x.size != y.size:
-        raise ValueError(
-            f"paired scores need equal lengths: {name_a!r} has {x.size}, {name_b!r} has "
-            f"{y.size}; pair run i of one condition with run i of the other"
-        )
-    if x.size < 2:
-        raise ValueError(f"need at least 2 pairs to compare conditions; got {x.size}")
+    x, y = _paired(a, b, name_a, name_b)
     n_total = int(x.size)
     notes: list[str] = []
     if keys is not None:
@@ -280,29 +259,9 @@ def compare_conditions(
                          f"(the other params changed neither score): each distinct pair counts once, n = {x.size}")
     d = x - y
     n_nonzero = int(np.count_nonzero(d))
-    if x.size < MIN_DISTINCT_PAIRS:
-        notes.append(_too_few(int(x.size), n_total))
-        w_stat, w_p, t_stat, t_p = (math.nan,) * 4
-    elif n_nonzero == 0:
-        notes.append(
-            "all paired differences are zero: the conditions gave identical scores; "
-            "Wilcoxon and t-test report p = 1.0 and a NaN statistic"
-        )
-        w_stat, w_p, t_stat, t_p = math.nan, 1.0, math.nan, 1.0
-    else:
-        w_stat, w_p = _quietly(
-            stats.wilcoxon, notes, "wilcoxon", x, y,
-            zero_method=zero_method, alternative=alternative, method=wilcoxon_method,
-        )  # fmt: skip
-        t_stat, t_p = _quietly(stats.ttest_rel, notes, "t-test", x, y, alternative=alternative)
-    if x.size < MIN_DISTINCT_PAIRS:
-        tau, tau_p, rho, rho_p = (math.nan,) * 4
-    elif np.ptp(x) == 0.0 or np.ptp(y) == 0.0:
-        notes.append("a condition's scores are constant: rank correlations are undefined (NaN)")
-        tau, tau_p, rho, rho_p = math.nan, math.nan, math.nan, math.nan
-    else:
-        tau, tau_p = _quietly(stats.kendalltau, notes, "kendall", x, y)
-        rho, rho_p = _quietly(stats.spearmanr, notes, "spearman", x, y)
+    w_stat, w_p, t_stat, t_p = _paired_tests(x, y, n_nonzero, n_total, notes, zero_method, alternative,
+                                             wilcoxon_method)
+    tau, tau_p, rho, rho_p = _rank_agreement(x, y, notes)
     return ConditionComparison(
         names=(name_a, name_b),
         n=int(x.size),
@@ -323,6 +282,79 @@ def compare_conditions(
         notes=tuple(notes),
         n_total=n_total,
     )
+
+
+def _check_options(zero_method: str, alternative: str, wilcoxon_method: str) -> None:
+    """Raise a ValueError naming the first of :func:`compare_conditions`' options that scipy does not know."""
+    if zero_method not in ("wilcox", "pratt", "zsplit"):
+        raise ValueError(
+            f"zero_method must be 'wilcox', 'pratt' or 'zsplit'; got {zero_method!r}"
+        )
+    if alternative not in ("two-sided", "less", "greater"):
+        raise ValueError(
+            f"alternative must be 'two-sided', 'less' or 'greater'; got {alternative!r}"
+        )
+    if wilcoxon_method not in ("auto", "exact", "asymptotic"):
+        raise ValueError(
+            f"wilcoxon_method must be 'auto', 'exact' or 'asymptotic'; got {wilcoxon_method!r}"
+        )
+
+
+def _paired(a: ArrayLike, b: ArrayLike, name_a: str, name_b: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """The two conditions' scores as float vectors of one length, at least 2 pairs, or a ValueError saying why."""
+    x = _as_values(a, f"condition {name_a!r}")
+    y = _as_values(b, f"condition {name_b!r}")
+    if x.size != y.size:
+        raise ValueError(
+            f"paired scores need equal lengths: {name_a!r} has {x.size}, {name_b!r} has "
+            f"{y.size}; pair run i of one condition with run i of the other"
+        )
+    if x.size < 2:
+        raise ValueError(f"need at least 2 pairs to compare conditions; got {x.size}")
+    return x, y
+
+
+def _paired_tests(x: NDArray[np.float64], y: NDArray[np.float64], n_nonzero: int, n_total: int, notes: list[str],
+                  zero_method: str, alternative: str, wilcoxon_method: str) -> tuple[float, float, float, float]:
+    """Wilcoxon signed-rank and paired t-test of the distinct pairs: ``(w_stat, w_p, t_stat, t_p)``.
+
+    NaN with a note for too few distinct pairs; p = 1 and NaN statistics when no pair differs.
+    """
+    from scipy import stats  # scipy.stats takes ~1 s to import
+
+    if x.size < MIN_DISTINCT_PAIRS:
+        notes.append(_too_few(int(x.size), n_total))
+        return math.nan, math.nan, math.nan, math.nan
+    if n_nonzero == 0:
+        notes.append(
+            "all paired differences are zero: the conditions gave identical scores; "
+            "Wilcoxon and t-test report p = 1.0 and a NaN statistic"
+        )
+        return math.nan, 1.0, math.nan, 1.0
+    w_stat, w_p = _quietly(
+        stats.wilcoxon, notes, "wilcoxon", x, y,
+        zero_method=zero_method, alternative=alternative, method=wilcoxon_method,
+    )  # fmt: skip
+    t_stat, t_p = _quietly(stats.ttest_rel, notes, "t-test", x, y, alternative=alternative)
+    return w_stat, w_p, t_stat, t_p
+
+
+def _rank_agreement(x: NDArray[np.float64], y: NDArray[np.float64],
+                    notes: list[str]) -> tuple[float, float, float, float]:
+    """Kendall's tau-b and Spearman's rho of the distinct pairs: ``(tau, tau_p, rho, rho_p)``.
+
+    NaN for too few distinct pairs (:func:`_paired_tests` notes it), and, with a note, for constant scores.
+    """
+    from scipy import stats
+
+    if x.size < MIN_DISTINCT_PAIRS:
+        return math.nan, math.nan, math.nan, math.nan
+    if np.ptp(x) == 0.0 or np.ptp(y) == 0.0:
+        notes.append("a condition's scores are constant: rank correlations are undefined (NaN)")
+        return math.nan, math.nan, math.nan, math.nan
+    tau, tau_p = _quietly(stats.kendalltau, notes, "kendall", x, y)
+    rho, rho_p = _quietly(stats.spearmanr, notes, "spearman", x, y)
+    return tau, tau_p, rho, rho_p
 
 
 __all__ = [

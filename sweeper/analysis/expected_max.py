@@ -67,7 +67,7 @@ class ExpectedMax:
         """Budgets in seconds, ``n * mean_duration_s``, shape ``(n_max,)``; ``None`` without durations."""
         if self.mean_duration_s is None:
             return None
-        return self.n * self.mean_duration_s
+        return (self.n * self.mean_duration_s).astype(np.float64, copy=False)
 
     def budget_to_reach(
         self, target: float, unit: Literal["trials", "seconds"] = "trials"

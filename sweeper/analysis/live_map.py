@@ -8,7 +8,7 @@ effects, :func:`~sweeper.analysis.multiverse.most_sensitive_continuous`), a face
 category combination, the other continuous dims at the centre of their range, the trials so
 far on top (failed ones as crosses); and checks the fit by leave-one-out
 (:func:`~sweeper.search.loo.loo_check`, the check behind ``sweeper multiverse``'s maps).
-:mod:`sweeper.run.live_maps` does this off Tune's loop and logs the figures and the numbers
+:mod:`sweeper.run.live_map_painter` does this off Tune's loop and logs the figures and the numbers
 on the sweep's run.
 
 What differs from ``sweeper multiverse``'s map, on purpose: it is the searcher's own fit
@@ -62,7 +62,10 @@ class LiveMap:
         return int(self.trials.kept.shape[0])
 
     def metrics(self) -> dict[str, float]:
-        """``live_trials`` and the check's ``live_loo_coverage95``, ``live_loo_rmse``, ... (``PredictiveCheck.metrics``)."""
+        """``live_trials`` and the check's ``live_loo_coverage95``, ``live_loo_rmse``, ...
+
+        The check's metrics are :meth:`~sweeper.search.loo.PredictiveCheck.metrics` with the prefix ``live_``.
+        """
         return {**self.loo.metrics("live_"), "live_trials": float(self.n_trials)}
 
     def note(self) -> str:

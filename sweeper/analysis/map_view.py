@@ -25,14 +25,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numpy.typing import NDArray
 
+from sweeper.analysis.map_axes import axis_values, category_facets, continuous_dim
 from sweeper.analysis.multiverse import (
     CategoryMeans,
     ContourMap,
     LineMap,
     MultiverseFit,
     _facet_points,
-    axis_values,
-    category_facets,
     category_means,
     contour_map,
     line_map,
@@ -90,7 +89,7 @@ def map_view(fit: MultiverseFit, columns: Sequence[int], *, others: str = "centr
     :func:`~sweeper.analysis.multiverse.line_map`'s finer default); ``others`` and ``seed``: how the
     continuous dims left out are set (see :func:`~sweeper.analysis.multiverse.contour_map`).
     ``contour_band``: compute a two-dim map's band too; its figures draw mean and sd only, so
-    only a map written to CSV needs it (a live map goes without: ~1 s of the painter per map).
+    only a map written to CSV needs it (a live map goes without). NOTE: docs/decisions/0019-live-map-without-band.md
     """
     columns = tuple(int(c) for c in columns)
     if len(columns) == 2:
@@ -113,8 +112,8 @@ def map_view(fit: MultiverseFit, columns: Sequence[int], *, others: str = "centr
     P = np.full((len(categories.labels), fit.space.d), 0.5)  # the points category_means predicts at
     for row, (_, fixed) in enumerate(category_facets(fit.space)):
         P[row, list(fixed)] = list(fixed.values())
-    low, high = fit.gp.band(P, BAND_LEVEL)
-    return MapView((), categories=categories, low=low, high=high)
+    band_low, band_high = fit.gp.band(P, BAND_LEVEL)
+    return MapView((), categories=categories, low=band_low, high=band_high)
 
 
 def _facet_bands(fit: MultiverseFit, U: NDArray[np.float64], free: Sequence[int], others: str, seed: int
@@ -146,10 +145,8 @@ def facet_points(space: SearchSpace, trials: MapTrials, columns: Sequence[int]) 
     Over two dims both coordinates are the dims'; over one, the vertical one is the score (NaN
     for an excluded trial, which has none).
     """
-    dims = space.dims
-
     def shown(U: NDArray[np.float64], c: int) -> NDArray[np.float64]:
-        return axis_values(dims[c], U[:, c])[0]  # type: ignore[arg-type]
+        return axis_values(continuous_dim(space, c), U[:, c])[0]
 
     out = {}
     for label, _ in category_facets(space):
@@ -187,6 +184,6 @@ def draw_map(view: MapView, space: SearchSpace, trials: MapTrials, metric: str, 
                                         quantity=metric, points=facet_points(space, trials, view.columns),
                                         title=title, band=band)}
     assert view.categories is not None
-    labels, mean, sd = view.categories
+    labels, means, sds = view.categories
     seen = {k: trials.scores[[facet_of(space, u) == k for u in trials.kept]] for k in labels}
-    return {"map": plot_category_means(labels, mean, sd, quantity=metric, points=seen, title=title, band=band)}
+    return {"map": plot_category_means(labels, means, sds, quantity=metric, points=seen, title=title, band=band)}

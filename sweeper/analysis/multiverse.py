@@ -14,8 +14,9 @@ their scores), this module fits the coregionalized GP of :mod:`sweeper.search.gp
 * **coregionalization matrices** of the categorical dims (Fig. 5), on :attr:`MultiverseFit.gp`.
 
 Everything is computed on the unit cube of the space; axes are mapped back to original
-units (log axes where the dimension is log-scaled) only for display. Integer and grid dims
-are predicted at the values a trial would run at (a step at each value), not between them.
+units (log axes where the dimension is log-scaled) only for display (:mod:`sweeper.analysis.map_axes`).
+Integer and grid dims are predicted at the values a trial would run at (a step at each value), not
+between them.
 
 The GP is the analysis model of :func:`sweeper.search.hyperposterior.fit_posterior`: for a metric
 with declared bounds, a mixture over posterior draws of the hyperparameters that models the
@@ -23,8 +24,7 @@ metric warped so its maps stay inside the bounds; without bounds, the single fit
 ``mean`` and ``sd`` are of the metric a new trial at that point would return (the GP's
 uncertainty plus its noise, which on a real map stands for the small-scale roughness no
 stationary kernel follows); ``sd_latent`` leaves the noise out.
-Measured on three real maps (``bench/fidelity.py``): ``mean ± 1.96 sd`` held 85-99 % of the
-truth where the single fit's latent band held 52-92 %.
+NOTE: docs/decisions/0018-multiverse-map-model.md
 
 Python API with fixed names: ``bayes_factor(X, y) -> float`` and
 ``sensitivity(X, y, names) -> {name: (main, total)}``.
@@ -33,7 +33,6 @@ Python API with fixed names: ``bayes_factor(X, y) -> float`` and
 from __future__ import annotations
 
 import itertools
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -41,12 +40,13 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from sweeper.analysis.map_axes import axis_values, category_facets, continuous_dim, snap, values_at
 from sweeper.analysis.sensitivity import SobolIndices, sobol_indices
 from sweeper.search.design import random_design
 from sweeper.search.ensemble import GPEnsemble
 from sweeper.search.hyperposterior import fit_posterior
 from sweeper.search.interaction import BayesFactor, interaction_bayes_factor
-from sweeper.search.space import ChoiceDim, FloatDim, GridDim, IntDim, SearchSpace
+from sweeper.search.space import FloatDim, SearchSpace
 from sweeper.search.warping import MetricBounds
 
 #: Posterior draws the Sobol indices average over (each is evaluated at (d + 2) n_base points per repeat).
@@ -95,42 +95,6 @@ def fit_multiverse(
     return MultiverseFit(space, gp, X, y, bounds)
 
 
-# ----------------------------------------------------------------------------- facets and axes
-def category_facets(space: SearchSpace) -> list[tuple[str, dict[int, float]]]:
-    """One facet per combination of categories: its label and the unit coordinates that select it.
-
-    A space without categorical dims has a single facet labelled ``""``.
-    """
-    cats = [(i, dim) for i, dim in enumerate(space.dims) if isinstance(dim, ChoiceDim)]
-    facets = []
-    for combo in itertools.product(*(range(len(dim.choices)) for _, dim in cats)):
-        label = ", ".join(f"{dim.name}={dim.choice_strings[k]}" for (_, dim), k in zip(cats, combo))
-        facets.append((label, {i: (k + 0.5) / len(dim.choices) for (i, dim), k in zip(cats, combo)}))
-    return facets
-
-
-def axis_values(dim: FloatDim | IntDim | GridDim, u: NDArray[np.float64]) -> tuple[NDArray[np.float64], bool]:
-    """Unit coordinates of a continuous dim as display values in original units, and whether the axis is log.
-
-    Integer and grid dims are shown continuously (the GP is continuous in them), so the
-    values increase strictly with ``u``; a grid that does not increase is shown in unit coordinates.
-    """
-    u = np.asarray(u, dtype=np.float64)
-    if isinstance(dim, FloatDim):
-        if dim.log:
-            return np.exp(np.log(dim.low) + u * (np.log(dim.high) - np.log(dim.low))), True
-        return dim.low + u * (dim.high - dim.low), False
-    if isinstance(dim, IntDim):
-        if dim.log:
-            a, b = math.log(dim.low - 0.5), math.log(dim.high + 0.5)
-            return np.exp(a + u * (b - a)), True
-        return dim.low - 0.5 + u * (dim.high - dim.low + 1), False
-    values = np.asarray(dim.values, dtype=np.float64)
-    if values.size < 2 or np.any(np.diff(values) <= 0):
-        return u, False
-    return np.interp(u * values.size - 0.5, np.arange(values.size), values), False
-
-
 # ----------------------------------------------------------------------------- maps
 @dataclass(frozen=True)
 class ContourMap:
@@ -177,18 +141,6 @@ def _facet_points(fit: MultiverseFit, U: NDArray[np.float64], fixed: Mapping[int
     return snap(fit.space, P.reshape(-1, d)), m
 
 
-def snap(space: SearchSpace, U: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Unit points moved to the values a trial would run at (integer and grid dims; floats unchanged)."""
-    discrete = [i for i, dim in enumerate(space.dims) if isinstance(dim, IntDim | GridDim)]
-    if not discrete:
-        return U
-    out = U.copy()
-    for i in discrete:
-        dim = space.dims[i]
-        out[:, i] = [dim.to_unit(dim.from_unit(float(u))) for u in U[:, i]]
-    return out
-
-
 def _predict_grid(fit: MultiverseFit, U: NDArray[np.float64], free: Sequence[int], others: str,
                   n_marginal: int, seed: int) -> tuple[dict[str, NDArray[np.float64]], ...]:
     """Per facet: mean and sd of a new trial's metric, and the latent sd, averaged over the other dims."""
@@ -200,13 +152,6 @@ def _predict_grid(fit: MultiverseFit, U: NDArray[np.float64], free: Sequence[int
         sds[label] = sd.reshape(-1, m).mean(axis=1)
         latent[label] = fit.gp.predict(P)[1].reshape(-1, m).mean(axis=1)
     return means, sds, latent
-
-
-def _values_at(dim: FloatDim | IntDim | GridDim, u: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The values a trial runs at for unit coordinates ``u`` (floats: the display values)."""
-    if isinstance(dim, FloatDim):
-        return axis_values(dim, u)[0]
-    return np.array([dim.from_unit(float(v)) for v in u], dtype=np.float64)
 
 
 def contour_map(
@@ -226,19 +171,22 @@ def contour_map(
     """
     if others not in ("centre", "marginal"):
         raise ValueError(f"others must be 'centre' or 'marginal'; got {others!r}")
-    dims = fit.space.dims
     if {x_dim, y_dim} - set(fit.continuous) or x_dim == y_dim:
         raise ValueError(f"a contour map needs two different continuous dims; got columns {x_dim}, {y_dim}")
     t = np.linspace(0.0, 1.0, resolution)
     gx, gy = np.meshgrid(t, t)  # rows over y, columns over x
     U = np.column_stack([gx.ravel(), gy.ravel()])
     means, sds, latent = _predict_grid(fit, U, [x_dim, y_dim], others, n_marginal, seed)
-    x, x_log = axis_values(dims[x_dim], t)  # type: ignore[arg-type]
-    y, y_log = axis_values(dims[y_dim], t)  # type: ignore[arg-type]
+    x_d, y_d = continuous_dim(fit.space, x_dim), continuous_dim(fit.space, y_dim)
+    x, x_log = axis_values(x_d, t)
+    y, y_log = axis_values(y_d, t)
     shape = (resolution, resolution)
-    grid = lambda d: {k: v.reshape(shape) for k, v in d.items()}  # noqa: E731
-    return ContourMap(dims[x_dim].name, dims[y_dim].name, x, y, x_log, y_log, grid(means), grid(sds), others,
-                      grid(latent), _values_at(dims[x_dim], t), _values_at(dims[y_dim], t))  # type: ignore[arg-type]
+
+    def grid(by_facet: dict[str, NDArray[np.float64]]) -> dict[str, NDArray[np.float64]]:
+        return {k: v.reshape(shape) for k, v in by_facet.items()}
+
+    return ContourMap(x_d.name, y_d.name, x, y, x_log, y_log, grid(means), grid(sds), others,
+                      grid(latent), values_at(x_d, t), values_at(y_d, t))
 
 
 class LineMap(NamedTuple):
@@ -261,7 +209,7 @@ def line_map(fit: MultiverseFit, dim: int, *, resolution: int = 100, others: str
     """Mean and sd of a new trial's metric along one continuous dim, per facet: ``(x, x_log, mean, sd)``."""
     t = np.linspace(0.0, 1.0, resolution)
     means, sds, _ = _predict_grid(fit, t[:, None], [dim], others, n_marginal, seed)
-    x, x_log = axis_values(fit.space.dims[dim], t)  # type: ignore[arg-type]
+    x, x_log = axis_values(continuous_dim(fit.space, dim), t)
     return LineMap(x, x_log, means, sds)
 
 
@@ -300,16 +248,18 @@ def interaction_tests(fit: MultiverseFit, *, kernel: str = "matern52-ard", seed:
     With bounds both models of every test model the metric through the analysis fit's
     learned warp (``fit.gp.warp``), so their likelihoods are of the same values.
     """
-    common = {"categories": fit.space.categories(), "kernel": kernel, "seed": [seed, 1], "n_restarts": n_restarts,
-              "warp": fit.gp.warp}
-    overall = interaction_bayes_factor(fit.X, fit.y, **common)  # type: ignore[arg-type]
+    categories = fit.space.categories()
+
+    def test(pair: tuple[int, int] | None = None, additive: float | None = None) -> BayesFactor:
+        return interaction_bayes_factor(fit.X, fit.y, categories=categories, pair=pair, kernel=kernel, seed=[seed, 1],
+                                        n_restarts=n_restarts, additive_log_likelihood=additive, warp=fit.gp.warp)
+
+    overall = test()
     names = fit.space.names
     pairs = {}
     if fit.space.d > 2:
         for i, j in itertools.combinations(range(fit.space.d), 2):
-            pairs[(names[i], names[j])] = interaction_bayes_factor(
-                fit.X, fit.y, pair=(i, j), additive_log_likelihood=overall.additive_log_likelihood,
-                **common)  # type: ignore[arg-type]
+            pairs[(names[i], names[j])] = test((i, j), overall.additive_log_likelihood)
     elif fit.space.d == 2:
         pairs[(names[0], names[1])] = overall  # with two dims the pair test is the overall test
     return InteractionTests(overall, pairs)
@@ -348,12 +298,13 @@ def most_sensitive_continuous(fit: MultiverseFit, k: int = 2, *, n_base: int = 2
 def _unit_columns(X: ArrayLike, space: SearchSpace | None) -> NDArray[np.float64]:
     """Rows in original units to the unit cube: through ``space`` if given, else each column's observed range."""
     if space is not None:
-        return space.to_unit([dict(zip(space.names, row)) for row in np.asarray(X, dtype=object)])
-    X = np.asarray(X, dtype=np.float64)
-    if X.ndim != 2:
-        raise ValueError(f"X must have shape (n, d); got shape {X.shape}")
-    low, high = X.min(axis=0), X.max(axis=0)
-    return (X - low) / np.where(high > low, high - low, 1.0)
+        return space.to_unit([dict(zip(space.names, row, strict=True)) for row in np.asarray(X, dtype=object)])
+    A = np.asarray(X, dtype=np.float64)
+    if A.ndim != 2:
+        raise ValueError(f"X must have shape (n, d); got shape {A.shape}")
+    low, high = A.min(axis=0), A.max(axis=0)
+    unit: NDArray[np.float64] = (A - low) / np.where(high > low, high - low, 1.0)
+    return unit
 
 
 def bayes_factor(X: ArrayLike, y: ArrayLike, *, space: SearchSpace | None = None, kernel: str = "matern52-ard",
@@ -393,4 +344,27 @@ def sensitivity(X: ArrayLike, y: ArrayLike, names: Sequence[str], *, space: Sear
     space = space or SearchSpace(tuple(FloatDim(str(n), 0.0, 1.0) for n in names))
     fit = fit_multiverse(space, U, y, kernel=kernel, seed=seed)
     indices = posterior_sensitivity(fit, n_base=n_base, repeats=repeats, seed=seed)
-    return dict(zip(names, (tuple(v) for v in indices.as_dict().values())))
+    return dict(zip(names, indices.as_dict().values(), strict=True))
+
+
+__all__ = [
+    "SENSITIVITY_DRAWS",
+    "CategoryMeans",
+    "ContourMap",
+    "InteractionTests",
+    "LineMap",
+    "MultiverseFit",
+    "axis_values",
+    "bayes_factor",
+    "category_facets",
+    "category_means",
+    "continuous_dim",
+    "contour_map",
+    "fit_multiverse",
+    "interaction_tests",
+    "line_map",
+    "most_sensitive_continuous",
+    "posterior_sensitivity",
+    "sensitivity",
+    "snap",
+]

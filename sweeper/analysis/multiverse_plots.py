@@ -30,9 +30,10 @@ if TYPE_CHECKING:
     from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
-_INCLUDED = {"marker": "o", "markerfacecolor": "white", "markeredgecolor": "black",
-             "markeredgewidth": 0.7, "markersize": 5, "linestyle": "none"}
-_EXCLUDED = {"marker": "x", "color": "black", "markersize": 5, "linestyle": "none"}
+#: Keyword arguments of ``Axes.plot`` / ``Line2D`` for the trials a GP models, and for failed or filtered ones.
+_INCLUDED: dict[str, Any] = {"marker": "o", "markerfacecolor": "white", "markeredgecolor": "black",
+                             "markeredgewidth": 0.7, "markersize": 5, "linestyle": "none"}
+_EXCLUDED: dict[str, Any] = {"marker": "x", "color": "black", "markersize": 5, "linestyle": "none"}
 
 
 def _vector(name: str, values: ArrayLike, size: int | None = None) -> NDArray[np.float64]:
@@ -117,27 +118,9 @@ def plot_contour_facets(
         ValueError: On empty ``grids``, mismatched shapes, all-NaN grids, non-positive
             values on a log axis, or ``points`` for an unknown facet.
     """
-    xs, ys = _vector("x", x), _vector("y", y)
-    for name, v, log in (("x", xs, x_log), ("y", ys, y_log)):
-        if v.size < 2 or not np.all(np.diff(v) > 0):
-            raise ValueError(f"{name} must be strictly increasing with >= 2 values; got {v}")
-        _check_log(name, v, log)
-    if not grids:
-        raise ValueError("grids is empty: pass at least one facet label -> (gy, gx) values")
-    if levels < 2 or max_columns < 1:
-        raise ValueError(f"levels must be >= 2 and max_columns >= 1; got {levels}, {max_columns}")
-    zs = {str(k): np.asarray(v, dtype=np.float64) for k, v in grids.items()}
-    for label, z in zs.items():
-        if z.shape != (ys.size, xs.size):
-            want = (ys.size, xs.size)
-            raise ValueError(f"grids[{label!r}] must have shape (len(y), len(x)) = {want}; got {z.shape}")
+    xs, ys, zs = _contour_inputs(x, y, grids, x_log=x_log, y_log=y_log, levels=levels, max_columns=max_columns)
     _check_points(points, list(zs))
-    finite = np.concatenate([z[np.isfinite(z)] for z in zs.values()])
-    if finite.size == 0:
-        raise ValueError("grids hold no finite value")
-    lo, hi = float(finite.min()), float(finite.max())
-    if hi - lo <= 1e-12 * max(1.0, abs(lo)):  # a constant surface: widen the scale
-        lo, hi = lo - 1e-3 * max(1.0, abs(lo)), hi + 1e-3 * max(1.0, abs(hi))
+    lo, hi = _colour_range(zs)
     bounds = np.linspace(lo, hi, levels + 1)  # the same bands on every facet
 
     ncols = min(len(zs), max_columns)
@@ -167,6 +150,37 @@ def plot_contour_facets(
         fig.suptitle(title)
     return fig
 
+
+def _contour_inputs(x: ArrayLike, y: ArrayLike, grids: Mapping[str, ArrayLike], *, x_log: bool, y_log: bool,
+                    levels: int, max_columns: int
+                    ) -> tuple[NDArray[np.float64], NDArray[np.float64], dict[str, NDArray[np.float64]]]:
+    """:func:`plot_contour_facets`' axes and grids as float arrays, checked against each other and the options."""
+    xs, ys = _vector("x", x), _vector("y", y)
+    for name, v, log in (("x", xs, x_log), ("y", ys, y_log)):
+        if v.size < 2 or not np.all(np.diff(v) > 0):
+            raise ValueError(f"{name} must be strictly increasing with >= 2 values; got {v}")
+        _check_log(name, v, log)
+    if not grids:
+        raise ValueError("grids is empty: pass at least one facet label -> (gy, gx) values")
+    if levels < 2 or max_columns < 1:
+        raise ValueError(f"levels must be >= 2 and max_columns >= 1; got {levels}, {max_columns}")
+    zs = {str(k): np.asarray(v, dtype=np.float64) for k, v in grids.items()}
+    for label, z in zs.items():
+        if z.shape != (ys.size, xs.size):
+            want = (ys.size, xs.size)
+            raise ValueError(f"grids[{label!r}] must have shape (len(y), len(x)) = {want}; got {z.shape}")
+    return xs, ys, zs
+
+
+def _colour_range(zs: Mapping[str, NDArray[np.float64]]) -> tuple[float, float]:
+    """The colour scale every facet shares: the grids' finite min and max, widened for a constant surface."""
+    finite = np.concatenate([z[np.isfinite(z)] for z in zs.values()])
+    if finite.size == 0:
+        raise ValueError("grids hold no finite value")
+    lo, hi = float(finite.min()), float(finite.max())
+    if hi - lo <= 1e-12 * max(1.0, abs(lo)):  # a constant surface: widen the scale
+        lo, hi = lo - 1e-3 * max(1.0, abs(lo)), hi + 1e-3 * max(1.0, abs(hi))
+    return lo, hi
 
 def plot_line_facets(
     x: ArrayLike, mean: Mapping[str, ArrayLike], sd: Mapping[str, ArrayLike], *,

@@ -28,19 +28,15 @@ thread) instead of one ``exp`` per (n, value) pair. The powers are built by repe
 multiplication from ``F^n0`` and ``F^S``, computed as ``exp(n log1p(-(N - c) / N))``;
 each weight then carries a relative rounding error of about ``(2 sqrt(n) + 80) eps``
 (<= 3e-13 at ``n = 10^6``; measured: 1e-16 absolute against 30-digit arithmetic for
-``N = 10^5``). Timing, ``N = 10^6``, all budgets ``1..N``: 0.45 s with distinct values,
-0.04 s with 1000 distinct values (loaded 2-core x86 host; ``python -m bench
-analysis_speed``).
+``N = 10^5``).
 
 Sampling without replacement, ``P(max of n <= u_j) = C(c_j, n) / C(N, n)`` (``c_j`` the
 number of scores ``<= u_j``) is evaluated with log-gamma, so each weight carries a
 relative error of about ``eps * ln(N!)`` (1e-12 at ``N = 10^3``, 1e-9 at ``N = 10^6``).
-With fewer than 2^15 distinct scores every kept (n, value) term costs one ``exp``
-(milliseconds for ``N <= 10^4``, 0.05 s for 1000 distinct values at ``N = 10^6``); above,
+With fewer than 2^15 distinct scores every kept (n, value) term costs one ``exp``; above,
 ``C(c, n) / C(N, n) = (N - d)! (N - n)! / (N! (N - n - d)!)`` with ``d = N - c`` makes
 each block of budgets and values a Hankel product, computed by FFT
-(:func:`_hankel_tiles`): ``N = 10^6`` distinct values, all budgets, in 0.6-0.9 s on the
-loaded 2-core host (term by term it took 5-6 s).
+(:func:`_hankel_tiles`). NOTE: docs/decisions/0020-expected-max-kernels.md
 
 References:
     Dodge, J., Gururangan, S., Card, D., Schwartz, R., & Smith, N. A. (2019). Show Your
@@ -111,8 +107,8 @@ def _add_products(
     """Add ``x @ w.T`` to ``acc`` in BLAS calls of at most ``_BLAS_CALL`` multiply-adds.
 
     Small calls run on the calling thread (OpenBLAS threads only above 2^18): the work
-    here is memory-bound, and threaded BLAS collapses on a busy machine (measured 25x
-    slower on a loaded 2-core host) without gaining anything on an idle one.
+    here is memory-bound, and threaded BLAS collapses on a busy machine without gaining
+    anything on an idle one (NOTE: docs/decisions/0020-expected-max-kernels.md).
     """
     m, k = x.shape
     n = w.shape[0]

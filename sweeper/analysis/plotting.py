@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 from numpy.typing import ArrayLike
 
-from sweeper.analysis.environment import summarize_conditions
+from sweeper.analysis.environment_effects import summarize_conditions
 from sweeper.analysis.expected_max import ExpectedMax, SurrogateExpectedMax
 from sweeper.errors import MissingDependencyError
 

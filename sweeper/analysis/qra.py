@@ -39,7 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
-from numpy.typing import ArrayLike
+from numpy.typing import ArrayLike, NDArray
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ def qra(
     )
 
 
-def _constant(x: np.ndarray, scale_min: float, *, confidence: float, name: str | None,
+def _constant(x: NDArray[np.float64], scale_min: float, *, confidence: float, name: str | None,
               note: str | None = None, n_total: int | None = None) -> QRA:
     """A QRA without CV*: every value equal, so there is no spread to describe (status ``constant``)."""
     value = float(x[0])
@@ -176,7 +176,7 @@ def _constant(x: np.ndarray, scale_min: float, *, confidence: float, name: str |
                n_total=int(x.size) if n_total is None else n_total)
 
 
-def distinct_measurements(values: ArrayLike, keys: Sequence[object] | None = None) -> np.ndarray:
+def distinct_measurements(values: ArrayLike, keys: Sequence[object] | None = None) -> NDArray[np.float64]:
     """The values with bit-identical replicates under the same key dropped (the first one kept).
 
     A trial repeated under the same seed that gives the bit-identical score is the same
@@ -202,7 +202,8 @@ def distinct_measurements(values: ArrayLike, keys: Sequence[object] | None = Non
         ident = (k, v.tobytes())
         keep.append(ident not in seen)
         seen.add(ident)
-    return x[np.asarray(keep, dtype=bool)]
+    distinct: NDArray[np.float64] = x[np.asarray(keep, dtype=bool)]
+    return distinct
 
 
 def qra_replicates(

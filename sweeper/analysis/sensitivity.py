@@ -37,9 +37,8 @@ uniform ``u`` already gives each level probability ``1 / k``, and swapping the c
 of ``A`` for that of ``B`` redraws the level: the indices are those of ``f`` with its
 categories drawn uniformly, as for any other input.
 
-``f`` is called on stacked rows (all matrices of all repeats, in order), in as few
-calls as possible of at most ``batch_rows`` rows each, so that a GP prediction never
-sees more than ``batch_rows`` points at once.
+``f`` is called on stacked rows, at most ``batch_rows`` at a time
+(:mod:`sweeper.analysis.sobol_design`).
 
 References:
     Sobol', I. M. (1993). Sensitivity estimates for nonlinear mathematical models.
@@ -63,6 +62,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from sweeper.analysis.sobol_design import check_int, check_names, evaluate_stacked
 from sweeper.search.design import Seed, as_generator
 
 log = logging.getLogger(__name__)
@@ -111,7 +111,7 @@ class SobolIndices:
     def as_dict(self) -> dict[str, tuple[float, float]]:
         """Return ``{name: (main, total)}`` (the values shown) as plain floats, in input order."""
         return {
-            name: (float(m), float(t)) for name, m, t in zip(self.names, self.main, self.total)
+            name: (float(m), float(t)) for name, m, t in zip(self.names, self.main, self.total, strict=True)
         }
 
     def to_rows(self) -> list[dict[str, float | str]]:
@@ -201,7 +201,30 @@ def clip_indices(
         >>> flags[2]
         'main below 0 by 0.001 (1.6 standard errors; sd 0.002 over 10 repeats): Monte Carlo noise'
     """
-    repeats = _check_int("repeats", repeats, 1)
+    repeats = check_int("repeats", repeats, 1)
+    raw_m, raw_t, m_sd, t_sd, gap_sd = _index_vectors(main, total, main_sd, total_sd, diff_sd)
+    m, t = np.clip(raw_m, 0.0, 1.0), np.clip(raw_t, 0.0, 1.0)
+    flags = []
+    for i in range(raw_m.shape[0]):
+        said = _out_of_range(raw_m[i], raw_t[i], m_sd[i], t_sd[i], repeats)
+        if m[i] > t[i]:
+            said.append(_judged("main above total", m[i] - t[i], gap_sd[i], repeats))
+            pooled = _pooled(m[i], t[i], m_sd[i], t_sd[i])
+            m[i] = t[i] = pooled
+            said[-1] += f"; both shown as their sd-weighted mean {pooled:.3f}"
+        flags.append("; ".join(said))
+    for arr in (m, t):
+        arr.setflags(write=False)
+    return m, t, tuple(flags)
+
+
+def _index_vectors(main: ArrayLike, total: ArrayLike, main_sd: ArrayLike, total_sd: ArrayLike,
+                   diff_sd: ArrayLike | None) -> tuple[NDArray[np.float64], ...]:
+    """:func:`clip_indices`' arguments as ``(d,)`` float vectors (copies), ``diff_sd`` defaulted.
+
+    Raises:
+        ValueError: The vectors differ in length.
+    """
     raw_m, raw_t, m_sd, t_sd = (
         np.array(v, dtype=np.float64).reshape(-1) for v in (main, total, main_sd, total_sd)
     )
@@ -216,104 +239,30 @@ def clip_indices(
     )
     if gap_sd.shape != (d,):
         raise ValueError(f"diff_sd must have length {d}; got {gap_sd.shape[0]}")
-    m, t = np.clip(raw_m, 0.0, 1.0), np.clip(raw_t, 0.0, 1.0)
-    flags = []
-    for i in range(d):
-        said = []
-        for what, raw, sd in (("main", raw_m[i], m_sd[i]), ("total", raw_t[i], t_sd[i])):
-            if raw < 0.0:
-                said.append(_judged(f"{what} below 0", -raw, sd, repeats))
-            elif raw > 1.0:
-                said.append(_judged(f"{what} above 1", raw - 1.0, sd, repeats))
-        if m[i] > t[i]:
-            said.append(_judged("main above total", m[i] - t[i], gap_sd[i], repeats))
-            if m_sd[i] > 0 and t_sd[i] > 0:
-                w_m, w_t = 1.0 / m_sd[i] ** 2, 1.0 / t_sd[i] ** 2
-                pooled = (w_m * m[i] + w_t * t[i]) / (w_m + w_t)
-            elif m_sd[i] == t_sd[i]:  # both 0
-                pooled = 0.5 * (m[i] + t[i])
-            else:
-                pooled = m[i] if m_sd[i] == 0 else t[i]
-            pooled = min(max(pooled, t[i]), m[i])  # between them, whatever the rounding
-            m[i] = t[i] = pooled
-            said[-1] += f"; both shown as their sd-weighted mean {pooled:.3f}"
-        flags.append("; ".join(said))
-    for arr in (m, t):
-        arr.setflags(write=False)
-    return m, t, tuple(flags)
+    return raw_m, raw_t, m_sd, t_sd, gap_sd
 
 
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}; got {name}={value!r}")
-    return int(value)
+def _out_of_range(raw_m: float, raw_t: float, m_sd: float, t_sd: float, repeats: int) -> list[str]:
+    """Step 1 of :func:`clip_indices` for one input: the flags of a raw index below 0 or above 1."""
+    said = []
+    for what, raw, sd in (("main", raw_m, m_sd), ("total", raw_t, t_sd)):
+        if raw < 0.0:
+            said.append(_judged(f"{what} below 0", -raw, sd, repeats))
+        elif raw > 1.0:
+            said.append(_judged(f"{what} above 1", raw - 1.0, sd, repeats))
+    return said
 
 
-def _check_names(names: Sequence[str] | None, d: int) -> tuple[str, ...]:
-    if names is None:
-        return tuple(f"x{i}" for i in range(d))
-    if isinstance(names, (str, bytes)):
-        raise ValueError(f"names must be a sequence of {d} strings, not one string; got {names!r}")
-    out = tuple(names)
-    if len(out) != d:
-        raise ValueError(
-            f"names must have one entry per dimension (d={d}); got {len(out)}: {out!r}"
-        )
-    if not all(isinstance(n, str) for n in out):
-        raise ValueError(f"names must be strings; got {out!r}")
-    if len(set(out)) != d:
-        raise ValueError(f"names must be distinct; got {out!r}")
-    return out
-
-
-def _rows(
-    a: NDArray[np.float64], b: NDArray[np.float64], start: int, stop: int
-) -> NDArray[np.float64]:
-    """Rows ``start:stop`` of the stacked design ``[A, B, A_B^(0), ..., A_B^(d-1)]`` per repeat.
-
-    ``a`` and ``b`` have shape ``(repeats, N, d)``; the stacked design has
-    ``repeats * (d + 2) * N`` rows, repeat-major, each block ``N`` rows.
-    """
-    _, n, d = a.shape
-    g = np.arange(start, stop)
-    rep, within = np.divmod(g, (d + 2) * n)
-    block, k = np.divmod(within, n)
-    x = a[rep, k]  # fancy indexing: a fresh (m, d) array
-    is_b = block == 1
-    x[is_b] = b[rep[is_b], k[is_b]]
-    is_ab = block >= 2
-    col = block[is_ab] - 2
-    x[np.flatnonzero(is_ab), col] = b[rep[is_ab], k[is_ab], col]
-    return x
-
-
-def _evaluate(
-    f: Callable[[NDArray[np.float64]], NDArray[np.float64]],
-    a: NDArray[np.float64],
-    b: NDArray[np.float64],
-    batch_rows: int,
-) -> NDArray[np.float64]:
-    """Evaluate ``f`` on the stacked design in chunks of ``batch_rows``; shape ``(R, d + 2, N)``."""
-    repeats, n, d = a.shape
-    total = repeats * (d + 2) * n
-    y = np.empty(total)
-    calls = 0
-    for start in range(0, total, batch_rows):
-        stop = min(start + batch_rows, total)
-        out = np.asarray(f(_rows(a, b, start, stop)), dtype=np.float64)
-        calls += 1
-        m = stop - start
-        if out.shape not in ((m,), (m, 1)):
-            raise ValueError(
-                f"f must map an (m, d) array to shape (m,) (or (m, 1)); "
-                f"got shape {out.shape} for m={m}, d={d}"
-            )
-        bad = ~np.isfinite(out)
-        if bad.any():
-            raise ValueError(f"f returned {int(bad.sum())} NaN or infinite value(s) out of {m}")
-        y[start:stop] = out.reshape(m)
-    log.debug("sobol_indices: %d rows in %d call(s) of f", total, calls)
-    return y.reshape(repeats, d + 2, n)
+def _pooled(m: float, t: float, m_sd: float, t_sd: float) -> float:
+    """Step 2 of :func:`clip_indices`: ``main > total`` shown as one value, their mean weighted by ``1 / sd^2``."""
+    if m_sd > 0 and t_sd > 0:
+        w_m, w_t = 1.0 / m_sd**2, 1.0 / t_sd**2
+        pooled = (w_m * m + w_t * t) / (w_m + w_t)
+    elif m_sd == t_sd:  # both 0
+        pooled = 0.5 * (m + t)
+    else:
+        pooled = m if m_sd == 0 else t
+    return min(max(pooled, t), m)  # between them, whatever the rounding
 
 
 def sobol_indices(
@@ -367,15 +316,28 @@ def sobol_indices(
         >>> s.main.round(2).tolist(), s.total.round(2).tolist()
         ([0.99, 0.01], [0.99, 0.01])
     """
-    d = _check_int("d", d, 1)
-    n_base = _check_int("n_base", n_base, 2)
-    repeats = _check_int("repeats", repeats, 1)
-    batch_rows = _check_int("batch_rows", batch_rows, 1)
-    names_t = _check_names(names, d)
+    d = check_int("d", d, 1)
+    n_base = check_int("n_base", n_base, 2)
+    repeats = check_int("repeats", repeats, 1)
+    batch_rows = check_int("batch_rows", batch_rows, 1)
+    names_t = check_names(names, d)
     rng = as_generator(seed)
 
     ab = rng.random((repeats, 2, n_base, d))  # repeat r: A = ab[r, 0], B = ab[r, 1]
-    y = _evaluate(f, ab[:, 0], ab[:, 1], batch_rows)  # (R, d + 2, N)
+    y = evaluate_stacked(f, ab[:, 0], ab[:, 1], batch_rows)  # (R, d + 2, N)
+    main, total, var, ok = _repeat_estimates(y)
+    return _averaged(names_t, main, total, var, ok, n_base)
+
+
+def _repeat_estimates(
+    y: NDArray[np.float64],
+) -> tuple[NDArray[np.float64], NDArray[np.float64], NDArray[np.float64], NDArray[np.bool_]]:
+    """Each repeat's ``(main, total)`` estimates, each ``(R, d)``, its ``Var[f]`` and whether it is usable, ``(R,)``.
+
+    ``y``: ``f`` on the stacked design, shape ``(R, d + 2, N)`` (blocks ``A``, ``B``, ``A_B^(i)``).
+    A repeat with constant or overflowing ``f`` (see ``_FLAT``) gets all-zero indices.
+    """
+    repeats = y.shape[0]
     y_a, y_b, y_ab = y[:, 0], y[:, 1], y[:, 2:]  # (R, N), (R, N), (R, d, N)
 
     both = y[:, :2].reshape(repeats, -1)  # (R, 2N)
@@ -396,6 +358,13 @@ def sobol_indices(
             int((~ok).sum()),
             repeats,
         )
+    return main, total, var, ok
+
+
+def _averaged(names: tuple[str, ...], main: NDArray[np.float64], total: NDArray[np.float64],
+              var: NDArray[np.float64], ok: NDArray[np.bool_], n_base: int) -> SobolIndices:
+    """The :class:`SobolIndices` of the per-repeat estimates: their means, sds and the values shown."""
+    repeats, d = main.shape
 
     def sd(x: NDArray[np.float64]) -> NDArray[np.float64]:
         return x.std(axis=0, ddof=1) if repeats > 1 else np.zeros(d)
@@ -406,7 +375,7 @@ def sobol_indices(
         main_raw, total_raw, main_sd, total_sd, repeats=repeats, diff_sd=sd(main - total)
     )
     result = SobolIndices(
-        names=names_t,
+        names=names,
         main=shown_main,
         total=shown_total,
         main_sd=main_sd,
