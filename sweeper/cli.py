@@ -71,16 +71,16 @@ def _store_problem(uri: str | None) -> str | None:
     """What is wrong with a --tracking-uri to read from (a bad form, or a SQLite file that is not there)."""
     if uri is None:
         return None
-    from sweeper.record.tracking_uri import absolute_tracking_uri, tracking_uri_problem
+    from sweeper.record.tracking_uri import absolute_tracking_uri, sqlite_path, tracking_uri_problem
 
     problem = tracking_uri_problem(uri)
     if problem:
         return f"--tracking-uri {uri!r} is invalid: {problem}."
-    absolute = absolute_tracking_uri(uri)
-    if absolute.startswith("sqlite:///"):
+    file = sqlite_path(absolute_tracking_uri(uri))
+    if file is not None:
         from pathlib import Path
 
-        path = Path(absolute[len("sqlite:///"):])
+        path = Path(file)
         if not path.is_file():
             return (f"--tracking-uri {uri!r}: there is no MLflow store at {path}. Give the sweep's store, e.g. "
                     f"--tracking-uri sqlite:////path/to/mlruns.db (its mlflow.tracking_uri).")
@@ -151,7 +151,7 @@ def _add_sweep_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
 
 def _bounds(args: argparse.Namespace) -> Any:
     """``--bounds`` as MetricBounds (None for 'null null'), or the sweep's own when not given."""
-    from sweeper.report.build import SWEEP_BOUNDS, ReportError
+    from sweeper.report.request import SWEEP_BOUNDS, ReportError
     from sweeper.search.warping import MetricBounds
 
     if args.bounds is None:
@@ -230,7 +230,7 @@ def _log_output(command: str, records: Any, report: Any, log: Any, main_file: st
     """Log a report or maps to the sweep's run (replacing its artifact folder), link them from the run's note,
     and say where they went; 1 when files of an earlier one stayed in the store (it cannot delete)."""
     from sweeper.record.tracking import MLflowTracker
-    from sweeper.report.build import ArtifactsNotReplaced
+    from sweeper.report.build_report import ArtifactsNotReplaced
 
     tracker = MLflowTracker(records.tracking_uri, records.experiment)
     status = 0
@@ -275,8 +275,8 @@ def _multiverse(args: argparse.Namespace) -> int:
 
     from sweeper.analysis.runs import SweepNotFoundError, load_sweep
     from sweeper.report import FilterError, ReportError, parse_filter
+    from sweeper.report.build_multiverse import build_multiverse, log_multiverse
     from sweeper.report.document import OutputDirError, check_replaceable
-    from sweeper.report.multiverse import build_multiverse, log_multiverse
     from sweeper.report.outputs import multiverse_folder
 
     try:

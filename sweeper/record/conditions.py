@@ -154,9 +154,9 @@ def _threadpools() -> list[dict[str, Any]]:
     """threadpoolctl's ``threadpool_info()``, without rescanning the loaded libraries each trial.
 
     Finding the libraries (walking every shared object the process has loaded) is most of
-    that call's ~2 ms; their thread counts are read live from a kept controller. A task that
-    imported a module since the last scan may have loaded a new BLAS or OpenMP runtime, so
-    a change in ``sys.modules`` makes a new scan.
+    that call's cost (NOTE: docs/decisions/0028-threadpool-scan-kept.md); their thread counts
+    are read live from a kept controller. A task that imported a module since the last scan
+    may have loaded a new BLAS or OpenMP runtime, so a change in ``sys.modules`` makes a new scan.
     """
     global _POOLS
     from threadpoolctl import ThreadpoolController

@@ -19,9 +19,9 @@ dropped, never retried forever: it could never succeed and would hold every late
 
 A run's creation waits up to :data:`HOLD_START_S` for the run's first log and goes in with
 it: the run is created with both writes' tags, and its params ride with the metrics. A
-short trial's record then takes three store transactions instead of four (on SQLite, with
-``conditions.json`` written directly, 22.7 -> 19 ms of the writer per trial); the final
-record is the same. A longer trial's run appears RUNNING after that wait.
+short trial's record then takes three store transactions instead of four; the final record
+is the same (NOTE: docs/decisions/0024-run-created-with-first-log.md). A longer trial's run
+appears RUNNING after that wait.
 """
 
 from __future__ import annotations
@@ -35,9 +35,12 @@ import queue
 import threading
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from sweeper.record.tracker_protocol import Tracker
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +100,7 @@ class DurableWriter:
     """Runs a sweep's MLflow writes in one thread, in order, retrying and spooling through outages.
 
     Args:
-        tracker: the :class:`~sweeper.record.tracking.MLflowTracker` that performs the writes.
+        tracker: the writer of the records (:class:`~sweeper.record.tracking.MLflowTracker`).
         spool_path: where writes wait while the store is unreachable (None: no spool; an
             unreachable store then loses the writes, each reported in :attr:`failures`).
         retry_delays_s: waits between attempts of one write before it is spooled (None:
@@ -105,7 +108,7 @@ class DurableWriter:
         drain_every_s: how often a non-empty spool is offered to the store again.
     """
 
-    def __init__(self, tracker: Any, spool_path: Path | None, *, retry_delays_s: tuple[float, ...] | None = None,
+    def __init__(self, tracker: Tracker, spool_path: Path | None, *, retry_delays_s: tuple[float, ...] | None = None,
                  drain_every_s: float = DRAIN_EVERY_S) -> None:
         self.tracker = tracker
         self.spool_path = spool_path
@@ -303,7 +306,7 @@ class DurableWriter:
             op = self._spooled[0]
             try:
                 self._apply(op)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - an outage of any kind keeps the spool; anything else is dropped
                 if is_outage(exc):
                     self._save_spool()
                     return False
@@ -365,7 +368,7 @@ def read_spool(path: Path) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     return lines[0], lines[1:]
 
 
-def sync(sweep_dir: Path, tracker_factory: Any) -> tuple[int, list[str]]:
+def sync(sweep_dir: Path, tracker_factory: Callable[[str, str], Tracker]) -> tuple[int, list[str]]:
     """Send a sweep's spooled writes (``sweeper sync``); return how many are left and what failed.
 
     Args:

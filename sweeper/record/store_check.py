@@ -81,7 +81,8 @@ def _server_problem(uri: str, timeout_s: float) -> str | None:
     parsed = urlparse(uri)
     port = parsed.port or (443 if parsed.scheme == "https" else 80)
     if parsed.hostname in ("127.0.0.1", "localhost", "::1"):
-        start = f"Start it (e.g. `mlflow server --backend-store-uri sqlite:///mlruns.db --host 127.0.0.1 --port {port}`)"
+        start = ("Start it (e.g. `mlflow server --backend-store-uri sqlite:///mlruns.db --host 127.0.0.1 "
+                 f"--port {port}`)")
     else:
         start = (f"Start it on {parsed.hostname} (e.g. MLFLOW_PORT={port} cluster/mlflow/serve.sh; see "
                  f"docs/clusters.md), or check the host and port")

@@ -8,17 +8,13 @@ server), and a SQLite file never sees two writers.
 
 from __future__ import annotations
 
-import fcntl
 import logging
 import math
 import os
 import posixpath
-import re
-import sqlite3
 import tempfile
 import time
 from collections.abc import Mapping
-from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +24,11 @@ from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
 from mlflow.tracking import MlflowClient
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 
+from sweeper.record.mlflow_keys import clean_key
 from sweeper.record.note import NOTE_TAG, note_from_run, output_tag
 from sweeper.record.redaction import redact_mapping, redact_text
-from sweeper.record.tracking_uri import absolute_tracking_uri
+from sweeper.record.sqlite_store import folder_lock, use_write_ahead_log
+from sweeper.record.tracking_uri import absolute_tracking_uri, sqlite_path
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +38,6 @@ _MAX_PARAM_LEN = 6000
 _MAX_TAG_LEN = 8000
 # MLflow accepts at most this many of each per log_batch call.
 _MAX_PARAMS, _MAX_TAGS, _MAX_METRICS = 100, 100, 1000
-_BAD_KEY_CHARS = re.compile(r"[^A-Za-z0-9_\-. /]")
 
 
 #: MLflow's own HTTP retries (7, doubling: about 4 minutes per request) would hold a sweep for
@@ -56,15 +53,10 @@ def default_artifact_location(tracking_uri: str, experiment_name: str) -> str | 
     (MLflow's default is ``./mlruns`` of whatever directory the sweep was launched from.)
     None leaves other stores to MLflow (a tracking server decides for itself).
     """
-    if not tracking_uri.startswith("sqlite:////"):
+    path = sqlite_path(tracking_uri)
+    if path is None or not path.startswith("/"):  # a relative file, or not SQLite
         return None
-    db = Path(tracking_uri[len("sqlite:///"):])
-    return (db.parent / "mlruns" / clean_key(experiment_name).replace(" ", "_")).as_uri()
-
-
-def clean_key(key: str) -> str:
-    """MLflow keys allow letters, digits, ``_-. /``; anything else becomes ``_``."""
-    return _BAD_KEY_CHARS.sub("_", key)
+    return (Path(path).parent / "mlruns" / clean_key(experiment_name).replace(" ", "_")).as_uri()
 
 
 def _text(value: Any, limit: int) -> str:
@@ -74,17 +66,17 @@ def _text(value: Any, limit: int) -> str:
 
 def import_store(tracking_uri: str) -> None:
     """Import the code of the store at ``tracking_uri``, opening nothing: MLflow's SQLAlchemy store
-    (with SQLAlchemy and alembic, about 0.8 CPU-seconds) for a database URI; nothing for a server.
+    (with SQLAlchemy and alembic) for a database URI; nothing for a server.
 
     MLflow imports it when a client first touches the store. The sweep's driver calls this before it
     forks its writer process (:meth:`sweeper.record.writer_process.WriterStart.fork`), which then has it
-    too: the import is paid once per sweep, not once in each process.
+    too: the import is paid once per sweep, not once in each process (NOTE: docs/decisions/0025-mlflow-import-costs.md).
     """
     scheme = tracking_uri.split(":", 1)[0].split("+", 1)[0]
     if scheme in ("sqlite", "postgresql", "mysql", "mssql"):
         import importlib
 
-        import mlflow.store.tracking.sqlalchemy_store  # noqa: F401
+        import mlflow.store.tracking.sqlalchemy_store  # noqa: F401 - imported for its code, used by MLflow later
 
         importlib.import_module(f"sqlalchemy.dialects.{scheme}")
 
@@ -107,7 +99,8 @@ def get_run(tracking_uri: str, run_id: str) -> Any:
 
 def last_metric_steps(run: Any) -> dict[str, tuple[int, float]]:
     """Metric -> (step, value) of its latest value in a run read from MLflow (its history's last step)."""
-    return {m.key: (int(m.step), float(m.value)) for m in run.data._metric_objs}  # RunData keeps steps only there
+    metrics = run.data._metric_objs  # noqa: SLF001 - RunData keeps the steps only there
+    return {m.key: (int(m.step), float(m.value)) for m in metrics}
 
 
 class MLflowTracker:
@@ -197,9 +190,9 @@ class MLflowTracker:
     def log_bytes(self, run_id: str, data: bytes, artifact_file: str) -> None:
         """Log ``data`` as the artifact ``artifact_file`` (e.g. ``live/batch_003_mean.png``) of a run.
 
-        A local artifact store gets the file itself, replaced atomically (MLflow's repository
-        stages it in a temporary folder and validates paths: 2.3 ms against 0.2); any other
-        store (a tracking server's proxied artifacts, S3) gets it through MLflow's repository.
+        A local artifact store gets the file itself, replaced atomically, without the temporary
+        folder MLflow's repository stages it in (NOTE: docs/decisions/0026-local-artifacts-direct.md);
+        any other store (a tracking server's proxied artifacts, S3) gets it through MLflow's repository.
         """
         repository = get_artifact_repository(self._artifact_uri(run_id), tracking_uri=self.tracking_uri)
         if isinstance(repository, LocalArtifactRepository) and _inside(artifact_file):
@@ -240,7 +233,8 @@ class MLflowTracker:
     @staticmethod
     def _artifact_files(repository: Any, artifact_dir: str) -> list[str]:
         """Every file under ``artifact_dir`` in an artifact repository, as artifact paths."""
-        files, folders = [], [artifact_dir]
+        files: list[str] = []
+        folders = [artifact_dir]
         while folders:
             for info in repository.list_artifacts(folders.pop()):
                 (folders if info.is_dir else files).append(info.path)
@@ -340,29 +334,20 @@ def _client(tracking_uri: str, attempts: int = 6) -> MlflowClient:
     sweep and ``mlflow ui``, a script polling for runs) both run MLflow's schema
     migrations, and the slower one fails ("table ... already exists", "duplicate column
     name", an ``alembic_version`` mismatch): MLflow does not lock around them. Trackers
-    take turns through an exclusive ``flock`` on the database's folder; against any other
-    process, opening again once the other has finished succeeds. A SQLite store is put in
-    write-ahead-log mode in the same turn (:func:`_use_write_ahead_log`).
-
-    The lock is on the folder, never on a descriptor of the database file: closing any
-    descriptor of that file drops every POSIX lock the process holds on it, SQLite's
-    included (``fcntl(2)``). A writer that lost its shared lock let a reader's closing
-    connection take the exclusive lock, checkpoint and delete the write-ahead log under it,
-    and its next commits failed with "disk I/O error" (NOTE: docs/decisions/0001-sqlite-readers.md).
+    take turns through an exclusive ``flock`` on the database's folder
+    (:func:`~sweeper.record.sqlite_store.folder_lock`, never on the file itself); against any
+    other process, opening again once the other has finished succeeds. A SQLite store is put
+    in write-ahead-log mode in the same turn (:func:`~sweeper.record.sqlite_store.use_write_ahead_log`).
     """
-    path = tracking_uri[len("sqlite:///"):] if tracking_uri.startswith("sqlite:///") else None
+    path = sqlite_path(tracking_uri)
     for attempt in range(attempts):
         try:
             if path is None or path == ":memory:":
                 return MlflowClient(tracking_uri)
-            folder = os.open(os.path.dirname(os.path.abspath(path)) or ".", os.O_RDONLY)
-            try:
-                fcntl.flock(folder, fcntl.LOCK_EX)
+            with folder_lock(path):
                 client = MlflowClient(tracking_uri)
-                _use_write_ahead_log(path)
+                use_write_ahead_log(path)
                 return client
-            finally:
-                os.close(folder)  # releases the flock
         except Exception as exc:  # SQLAlchemy's or alembic's error, wrapped or not
             race = path is not None and any(m in str(exc) for m in _MIGRATION_RACE)
             if attempt == attempts - 1 or not race:
@@ -385,24 +370,6 @@ def _tags(tags: Mapping[str, Any] | None) -> list[RunTag]:
     """
     return [RunTag(clean_key(k if k.startswith(MLFLOW_PREFIX) else TAG_PREFIX + k), _text(v, _MAX_TAG_LEN))
             for k, v in redact_mapping(tags or {}).items() if v is not None]
-
-
-def _use_write_ahead_log(path: str) -> None:
-    """Put a SQLite store in write-ahead-log mode (a setting the database file keeps).
-
-    In SQLite's default rollback-journal mode every commit syncs the database and its
-    journal; an MLflow run takes about a dozen commits, which made the records of one trial
-    take ~100 ms of wall time on a busy machine, against ~35 ms in WAL mode, the same
-    CPU. Durability is unchanged at SQLite's default ``synchronous=FULL``: a commit is on
-    disk when it returns, and a killed process loses nothing. Readers (the MLflow UI,
-    ``sweeper report``) no longer block the sweep's writes. SQLite's one limit on WAL, a
-    database on a network file system, is a limit of SQLite stores anyway.
-    """
-    try:
-        with closing(sqlite3.connect(path, timeout=5)) as connection:
-            connection.execute("PRAGMA journal_mode=WAL")
-    except sqlite3.Error as exc:  # e.g. locked by another writer: the default mode works, slower
-        log.debug("SQLite store %s stays in its journal mode: %s", path, exc)
 
 
 def _is_number(v: Any) -> bool:

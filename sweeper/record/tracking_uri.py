@@ -1,14 +1,14 @@
 """Tracking URIs checked and made absolute without importing MLflow.
 
 A sweep checks its ``mlflow.tracking_uri`` before anything starts, and a bad one must be named at
-once; importing MLflow (about 1.5 s) is left to :mod:`sweeper.record.tracking`, which writes.
+once; importing MLflow, which takes seconds, is left to :mod:`sweeper.record.tracking`, which
+writes (NOTE: docs/decisions/0025-mlflow-import-costs.md).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 from urllib.parse import urlparse
-
 
 SQLITE_PREFIX = "sqlite:///"
 

@@ -1,14 +1,12 @@
 """The sweep's MLflow writer in a process of its own.
 
 Python runs one thread at a time per process. In the driver, Tune's event loop (which
-hands each result to the searcher and starts the next trial) and the MLflow writer thread
-(about 20-30 ms of SQLAlchemy per trial on a SQLite store) took turns on that one lock,
-so every trial waited for the previous trials' records: with a task that costs nothing,
-a sweep of 200 trials spent ~95 ms per trial with its records and ~30 ms without, on 2
-cores (bench/overhead.py). :class:`WriterProcess` runs the same
-:class:`~sweeper.record.spool.DurableWriter` (retries, spool, order, local handles) in a child
-process (:mod:`sweeper.helper_process`) and forwards each write to it through
-a queue, so the driver only pickles it.
+hands each result to the searcher and starts the next trial) and an MLflow writer thread
+(SQLAlchemy's work for each trial) would take turns on that one lock, so every trial would
+wait for the previous trials' records (NOTE: docs/decisions/0023-writer-process.md).
+:class:`WriterProcess` runs the same :class:`~sweeper.record.spool.DurableWriter` (retries,
+spool, order, local handles) in a child process (:mod:`sweeper.helper_process`) and forwards
+each write to it through a queue, so the driver only pickles it.
 
 The child is forked before the driver runs any thread where it can be (:class:`WriterStart`:
 the sweep's driver does it first thing, with MLflow imported and no connection open, so the
@@ -16,8 +14,9 @@ child starts with MLflow at no cost), and spawned otherwise.
 
 The handles of runs are made here, so the driver can name a run in later writes at once;
 the MLflow ids behind them, the failed writes and the number of spooled writes come back
-when the writer closes. A driver that dies (SIGKILL) takes nothing more with it than the
-thread writer did: the child sends what reached it, then ends when it sees its parent gone.
+when the writer closes. A driver that dies (SIGKILL) takes no more records with it than a
+writer thread in the driver would: the child sends what reached it, then ends when it sees
+its parent gone.
 """
 
 from __future__ import annotations
@@ -30,10 +29,13 @@ import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sweeper.helper_process import FORK, SPAWN, fork_helper, orphaned, start_helper
 from sweeper.record.spool import DurableWriter, _jsonable, new_handle
+
+if TYPE_CHECKING:
+    from sweeper.record.tracker_protocol import Tracker
 
 log = logging.getLogger(__name__)
 
@@ -110,7 +112,7 @@ class WriterProcess:
             None: spawn it now.
     """
 
-    def __init__(self, tracker: Any, spool_path: Path | None, started: WriterStart | None = None) -> None:
+    def __init__(self, tracker: Tracker, spool_path: Path | None, started: WriterStart | None = None) -> None:
         self.tracker = tracker
         self.spool_path = spool_path
         self.failures: list[str] = []

@@ -26,8 +26,9 @@ the sweep's parent run. Usage::
 
 from __future__ import annotations
 
-from sweeper.report.build import ARTIFACT_DIR, Report, ReportError, build_report, log_report
+from sweeper.report.build_report import ARTIFACT_DIR, Report, build_report, log_report
 from sweeper.report.filtering import FilterError, TrialFilter, parse_filter
+from sweeper.report.request import ReportError
 
 __all__ = [
     "ARTIFACT_DIR",

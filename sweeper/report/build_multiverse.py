@@ -38,40 +38,44 @@ Fig. S6-S10.
 from __future__ import annotations
 
 import json
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+import numpy.typing as npt
 
 from sweeper.analysis.calibration import replicate_columns, searcher_predictions
-from sweeper.analysis.map_view import MapTrials, draw_map, map_view
+from sweeper.analysis.map_view import MapTrials
 from sweeper.analysis.multiverse import MultiverseFit, fit_multiverse, interaction_tests, posterior_sensitivity
 from sweeper.analysis.multiverse_plots import plot_correlation_heatmap, plot_sensitivity
-from sweeper.report.build import (
+from sweeper.blas import one_blas_thread
+from sweeper.report.build_report import log_files
+from sweeper.report.document import OutputDir
+from sweeper.report.filtering import TrialFilter, TrialSelection, parse_filter, select_trials
+from sweeper.report.multiverse_maps import figure_names, slug, write_maps
+from sweeper.report.outputs import multiverse_artifact_dir
+from sweeper.report.request import (
     SWEEP_BOUNDS,
     ReportError,
-    _finite,
-    log_files,
     no_trial_finished,
     resolve_bounds,
-    trial_points,
     unbounded_score_hint,
 )
-from sweeper.report.document import OutputDir
-from sweeper.report.filtering import TrialFilter, parse_filter, select_trials
-from sweeper.report.outputs import multiverse_artifact_dir
+from sweeper.report.summary import finite
+from sweeper.report.trial_points import trial_points
 from sweeper.search.calibration import Calibration, calibration
 from sweeper.search.gp_fit import fit_subset
 from sweeper.search.interaction import CONCLUSIVE_LOG10, constant_metric_note
 from sweeper.search.kernels import KERNELS, category_labels
-from sweeper.search.loo import first_of_copies, replicate_groups
+from sweeper.search.loo import PredictiveCheck, first_of_copies, replicate_groups
+from sweeper.search.space import ChoiceDim, SearchSpace
 from sweeper.search.warping import MetricBounds
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from sweeper.analysis.runs import SweepRecords
     from sweeper.record.tracking import MLflowTracker
 
@@ -92,11 +96,7 @@ class MultiverseReport:
     artifact_dir: str = ""
 
 
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name)
-
-
-def _excluded_points(space: Any, points: list[dict[str, Any]]) -> np.ndarray:
+def _excluded_points(space: SearchSpace, points: list[dict[str, Any]]) -> npt.NDArray[np.float64]:
     """Failed and filtered trials in the unit cube; one whose point cannot be read is not drawn."""
     rows = []
     for point in points:
@@ -107,10 +107,6 @@ def _excluded_points(space: Any, points: list[dict[str, Any]]) -> np.ndarray:
     return np.array(rows).reshape(-1, space.d)
 
 
-# One BLAS thread for the GP work, as in the searcher (sweeper.search.gp_batch.single_threaded_blas): threaded
-# OpenBLAS on a busy machine slows small factorisations 5-20x (surrogate fit of a 10,000-trial
-# report at load 8 on 2 cores: 74 s threaded, 3-5 s on one thread).
-@threadpool_limits.wrap(limits=1, user_api="blas")
 def build_multiverse(
     records: SweepRecords, *, out_dir: Path, metric: str | None = None, trial_filter: str | TrialFilter | None = None,
     kernel: str = "matern52-ard", others: str = "centre", resolution: int = 40, seed: int = 0,
@@ -124,22 +120,65 @@ def build_multiverse(
         ReportError: Unknown metric or kernel, no readable space, or too few kept trials.
         FilterError: A malformed filter or one naming an unknown metric.
     """
-    import pandas as pd
+    with one_blas_thread():  # NOTE: docs/decisions/0002-one-blas-thread.md
+        started = time.perf_counter()
+        metric = metric or records.metric
+        data = _modelled(records, metric, trial_filter, kernel, resolution, bounds)
+        space = data.space
+        fit_rows = np.arange(len(data.y_in))
+        if len(fit_rows) > max_fit_points:
+            fit_rows = fit_subset(len(data.y_in), max_fit_points, [seed, 3],
+                                  category_labels(data.U_in, space.categories()))
+        fit = fit_multiverse(space, data.U_in[fit_rows], data.y_in[fit_rows], kernel=kernel, seed=seed,
+                             bounds=data.bounds)
+        checks = calibration(fit.gp, replicate_columns(space), searcher_predictions(data.kept, metric))
+        out = OutputDir(out_dir)
+        summary = _summary(records, data, fit, checks, metric=metric, kernel=kernel, others=others,
+                           n_fit=int(fit_rows.size))
+        _loo_csv(out, fit, checks.checks[0], data.kept["index"].to_numpy()[fit_rows], metric)
+        write_maps(out, fit, MapTrials(data.U_in, data.y_in, data.U_out), metric, others, resolution, seed, summary)
+        _interactions(out, fit, kernel, seed, summary)
+        _sensitivity(out, fit, metric, n_base, repeats, seed, summary)
+        _coregionalization(out, fit, summary)
+        summary["build_s"] = time.perf_counter() - started
+        out.text("summary.json", json.dumps(finite(summary), indent=2, default=str, allow_nan=False))
+        out.text("multiverse.md", _markdown(records, summary))
+        summary["files"] = [p.name for p in out.files]
+        out.commit()
+        return MultiverseReport(out.path, tuple(out.files), kernel, fit, summary, checks,
+                                multiverse_artifact_dir(kernel, data.rule))
 
-    started = time.perf_counter()
-    metric = metric or records.metric
-    if kernel not in KERNELS:
-        raise ReportError(f"--kernel {kernel!r} is unknown: choose one of {', '.join(KERNELS)}")
-    space = records.space
-    if space is None or space.d == 0:
-        raise ReportError("the sweep's search space cannot be read (no search_space.json artifact and no space.* "
-                          "params) or has no dimension: there is nothing to map")
+
+@dataclass(frozen=True)
+class _Modelled:
+    """The trials a multiverse analysis models, checked against the request.
+
+    Attributes:
+        space: The sweep's search space (at least one dim).
+        rule: The user's filter, or None.
+        selection: Which trials count (:func:`~sweeper.report.filtering.select_trials`).
+        kept: The kept trials' rows.
+        U_in: The kept trials' points in the unit cube, shape ``(n, d)``.
+        y_in: Their values of the metric, shape ``(n,)``.
+        U_out: The failed and filtered trials' points that can be read, shape ``(m, d)``.
+        bounds: The metric's bounds the GP models it inside, or None.
+    """
+
+    space: SearchSpace
+    rule: TrialFilter | None
+    selection: TrialSelection
+    kept: pd.DataFrame
+    U_in: npt.NDArray[np.float64]
+    y_in: npt.NDArray[np.float64]
+    U_out: npt.NDArray[np.float64]
+    bounds: MetricBounds | None
+
+
+def _modelled(records: SweepRecords, metric: str, trial_filter: str | TrialFilter | None, kernel: str,
+              resolution: int, bounds: MetricBounds | str | None) -> _Modelled:
+    """The trials to model, or ReportError saying why there are none (checks in the order a user meets them)."""
+    space = _mapped_space(records, metric, kernel)
     trials = records.trials
-    if not (trials["status"] == "FINISHED").any():
-        raise ReportError(no_trial_finished(records))
-    if f"metric.{metric}" not in trials:
-        known = sorted(c[len("metric."):] for c in trials.columns if c.startswith("metric."))
-        raise ReportError(f"no trial has the metric {metric!r}; the trials have {known}. Pass --metric with one.")
     rule = parse_filter(trial_filter) if isinstance(trial_filter, str) else trial_filter
     sel = select_trials(records, metric, rule)
     kept, excluded = trials[sel.kept], trials[~sel.kept]
@@ -155,95 +194,81 @@ def build_multiverse(
     y_in = kept[f"metric.{metric}"].to_numpy(dtype=np.float64)
     bounds = resolve_bounds(records, metric, bounds, y_in)
     U_out = _excluded_points(space, trial_points(excluded, records))
-    fit_rows = np.arange(len(y_in))
-    if len(fit_rows) > max_fit_points:
-        fit_rows = fit_subset(len(y_in), max_fit_points, [seed, 3], category_labels(U_in, space.categories()))
-    fit = fit_multiverse(space, U_in[fit_rows], y_in[fit_rows], kernel=kernel, seed=seed, bounds=bounds)
-    checks = calibration(fit.gp, replicate_columns(space), searcher_predictions(kept, metric))
-    loo = checks.checks[0]
-    out = OutputDir(out_dir)
-    summary: dict[str, Any] = {
+    return _Modelled(space, rule, sel, kept, U_in, y_in, U_out, bounds)
+
+
+def _mapped_space(records: SweepRecords, metric: str, kernel: str) -> SearchSpace:
+    """The sweep's space, once the kernel, the space, a finished trial and the metric are known to exist."""
+    if kernel not in KERNELS:
+        raise ReportError(f"--kernel {kernel!r} is unknown: choose one of {', '.join(KERNELS)}")
+    space = records.space
+    if space is None or space.d == 0:
+        raise ReportError("the sweep's search space cannot be read (no search_space.json artifact and no space.* "
+                          "params) or has no dimension: there is nothing to map")
+    trials = records.trials
+    if not (trials["status"] == "FINISHED").any():
+        raise ReportError(no_trial_finished(records))
+    if f"metric.{metric}" not in trials:
+        known = sorted(c[len("metric."):] for c in trials.columns if c.startswith("metric."))
+        raise ReportError(f"no trial has the metric {metric!r}; the trials have {known}. Pass --metric with one.")
+    return space
+
+
+def _summary(records: SweepRecords, data: _Modelled, fit: MultiverseFit, checks: Calibration, *, metric: str,
+             kernel: str, others: str, n_fit: int) -> dict[str, Any]:
+    """The summary's numbers known once the GP is fitted; the maps, tests and indices add theirs."""
+    trials, loo = records.trials, checks.checks[0]
+    return {
         "experiment": records.experiment, "parent_run_id": records.parent_run_id, "strategy": records.strategy,
-        "metric": metric, "kernel": kernel, "filter": rule.text if rule else None, "others": others,
-        "metric_bounds": None if bounds is None else bounds.as_list(),
-        "trials": {"run": len(trials), "kept": len(kept), "failed": int(len(records.failed())),
-                   "filtered": int(sel.filtered.sum()), "fit": int(fit_rows.size)},
+        "metric": metric, "kernel": kernel, "filter": data.rule.text if data.rule else None, "others": others,
+        "metric_bounds": None if data.bounds is None else data.bounds.as_list(),
+        "trials": {"run": len(trials), "kept": len(data.kept), "failed": int(len(records.failed())),
+                   "filtered": int(data.selection.filtered.sum()), "fit": n_fit},
         "hyperparameters": fit.gp.hyperparameters(), "log_likelihood": fit.gp.log_likelihood,
         "loo": {**loo.summary(), "sentence": loo.sentence("these maps")},
         "calibration": checks.summary("these maps"), "maps": [],
-        "bounds_hint": unbounded_score_hint(trials[sel.finished], metric, bounds),
-        "constant_metric": constant_metric_note(y_in)}
-    once = first_of_copies(replicate_groups(fit.X, fit.y, replicate_columns(space))[0])  # the rows LOO scored
-    out.csv("loo.csv", pd.DataFrame({"trial": kept["index"].to_numpy()[fit_rows][once],
-                                     metric: fit.y[once], "loo_mean": loo.mean, "pit": loo.pit,
+        "bounds_hint": unbounded_score_hint(trials[data.selection.finished], metric, data.bounds),
+        "constant_metric": constant_metric_note(data.y_in)}
+
+
+def _loo_csv(out: OutputDir, fit: MultiverseFit, loo: PredictiveCheck, fitted: npt.NDArray[Any], metric: str) -> None:
+    """``loo.csv``: each trial the leave-one-out check scored (one of a set of copies); ``fitted``: the fit's trials."""
+    import pandas as pd
+
+    once = first_of_copies(replicate_groups(fit.X, fit.y, replicate_columns(fit.space))[0])  # the rows LOO scored
+    out.csv("loo.csv", pd.DataFrame({"trial": fitted[once], metric: fit.y[once], "loo_mean": loo.mean, "pit": loo.pit,
                                      "residual": loo.residuals}))
-    _maps(out, fit, MapTrials(U_in, y_in, U_out), metric, others, resolution, seed, summary)
-    _interactions(out, fit, kernel, seed, summary)
+
+
+def _sensitivity(out: OutputDir, fit: MultiverseFit, metric: str, n_base: int, repeats: int, seed: int,
+                 summary: dict[str, Any]) -> None:
+    """Sobol indices of the posterior mean, unless the metric is constant (nothing depends on any choice)."""
+    import pandas as pd
+
     summary["sensitivity"] = []
-    if summary["constant_metric"] is None:  # else nothing depends on any choice: no index to estimate
+    if summary["constant_metric"] is None:
         indices = posterior_sensitivity(fit, n_base=n_base, repeats=repeats, seed=seed)
         out.csv("sensitivity.csv", pd.DataFrame(indices.to_rows()))
         out.figure("sensitivity.png", plot_sensitivity(indices.names, indices.main, indices.total, indices.main_sd,
                                                        indices.total_sd, quantity=metric))
         summary["sensitivity"] = indices.to_rows()
-    summary["coregionalization"] = {}
-    for factor in fit.gp.factors:
-        dim = space.dims[factor.column]
-        corr = factor.correlation()
-        labels = list(dim.choice_strings)  # type: ignore[union-attr]
-        out.csv(f"coregionalization_{_slug(dim.name)}.csv", pd.DataFrame(corr, index=labels, columns=labels)
-                .reset_index(names=dim.name))
-        out.figure(f"coregionalization_{_slug(dim.name)}.png", plot_correlation_heatmap(corr, labels, name=dim.name))
-        summary["coregionalization"][dim.name] = {"labels": labels, "correlation": corr.tolist(),
-                                                  "B": factor.B.tolist()}
-    summary["build_s"] = time.perf_counter() - started
-    out.text("summary.json", json.dumps(_finite(summary), indent=2, default=str, allow_nan=False))
-    out.text("multiverse.md", _markdown(records, summary))
-    summary["files"] = [p.name for p in out.files]
-    out.commit()
-    return MultiverseReport(out.path, tuple(out.files), kernel, fit, summary, checks,
-                            multiverse_artifact_dir(kernel, rule))
 
 
-def _maps(out: OutputDir, fit: MultiverseFit, trials: MapTrials, metric: str, others: str, resolution: int,
-          seed: int, summary: dict[str, Any]) -> None:
-    """Every pair of continuous dims (or the one, or the categories): figures, the grids as CSV, the summary."""
+def _coregionalization(out: OutputDir, fit: MultiverseFit, summary: dict[str, Any]) -> None:
+    """The correlation between the categories of each choice dim, as the GP's coregionalization learned it."""
     import pandas as pd
 
-    cont = fit.continuous
-    pairs = [(i, j) for a, i in enumerate(cont) for j in cont[a + 1:]] if len(cont) >= 2 else [tuple(cont)]
-    note = ("others at their centre" if others == "centre" else "others averaged over their range") \
-        if len(cont) > 2 else ""
-    for columns in pairs:
-        view = map_view(fit, columns, others=others, resolution=resolution, seed=seed)
-        figures = draw_map(view, fit.space, trials, metric, note=note)
-        if view.contour is not None:
-            cm = view.contour
-            stem = f"{_slug(cm.x_dim)}_{_slug(cm.y_dim)}"
-            for what, figure in figures.items():
-                out.figure(f"map_{what}_{stem}.png", figure)
-            gx, gy = np.meshgrid(cm.x_values, cm.y_values)
-            out.csv(f"map_{stem}.csv", pd.concat([pd.DataFrame({
-                "facet": label, cm.x_dim: gx.ravel(), cm.y_dim: gy.ravel(), "mean": cm.mean[label].ravel(),
-                "sd": cm.sd[label].ravel(), "low": view.low[label].ravel(), "high": view.high[label].ravel(),
-                "sd_latent": cm.sd_latent[label].ravel()})  # type: ignore[index]
-                for label in cm.mean]))
-            summary["maps"].append({"x": cm.x_dim, "y": cm.y_dim, "x_log": cm.x_log, "y_log": cm.y_log,
-                                    "facets": list(cm.mean)})
-        elif view.line is not None:
-            x, x_log, mean, sd = view.line
-            name = fit.space.names[columns[0]]
-            out.figure(f"map_{_slug(name)}.png", figures["map"])
-            out.csv(f"map_{_slug(name)}.csv", pd.concat([pd.DataFrame({
-                "facet": k, name: x, "mean": mean[k], "sd": sd[k], "low": view.low[k], "high": view.high[k]})
-                for k in mean]))
-            summary["maps"].append({"x": name, "x_log": x_log, "facets": list(mean)})
-        else:
-            labels, mean, sd = view.categories  # type: ignore[misc]
-            out.figure("categories.png", figures["map"])
-            out.csv("categories.csv", pd.DataFrame({"facet": labels, "mean": mean, "sd": sd, "low": view.low,
-                                                    "high": view.high}))
-            summary["maps"].append({"facets": labels})
+    summary["coregionalization"] = {}
+    for factor in fit.gp.factors:
+        dim = fit.space.dims[factor.column]
+        assert isinstance(dim, ChoiceDim)  # only a choice dim has a coregionalization factor
+        corr = factor.correlation()
+        labels = list(dim.choice_strings)
+        out.csv(f"coregionalization_{slug(dim.name)}.csv", pd.DataFrame(corr, index=labels, columns=labels)
+                .reset_index(names=dim.name))
+        out.figure(f"coregionalization_{slug(dim.name)}.png", plot_correlation_heatmap(corr, labels, name=dim.name))
+        summary["coregionalization"][dim.name] = {"labels": labels, "correlation": corr.tolist(),
+                                                  "B": factor.B.tolist()}
 
 
 def _interactions(out: OutputDir, fit: MultiverseFit, kernel: str, seed: int, summary: dict[str, Any]) -> None:
@@ -265,7 +290,7 @@ def _interactions(out: OutputDir, fit: MultiverseFit, kernel: str, seed: int, su
     rows = [row("all", tests.overall)] + [row(f"{a} x {b}", bf) for (a, b), bf in tests.pairs.items()]
     out.csv("bayes_factors.csv", pd.DataFrame(rows))
     summary["interaction"] = {"thresholds": thresholds, "tests": rows}
-    out.text("interaction.json", json.dumps(_finite(summary["interaction"]), indent=2, allow_nan=False))
+    out.text("interaction.json", json.dumps(finite(summary["interaction"]), indent=2, allow_nan=False))
 
 
 def _markdown(records: SweepRecords, s: dict[str, Any]) -> str:
@@ -292,7 +317,8 @@ def _markdown(records: SweepRecords, s: dict[str, Any]) -> str:
     for name, c in s["coregionalization"].items():
         lines += ["", f"## Coregionalization of {name}", "", "correlation between categories:", ""]
         lines += ["| | " + " | ".join(c["labels"]) + " |", "|---" * (len(c["labels"]) + 1) + "|"]
-        lines += [f"| {a} | " + " | ".join(f"{v:.2f}" for v in r) + " |" for a, r in zip(c["labels"], c["correlation"])]
+        lines += [f"| {a} | " + " | ".join(f"{v:.2f}" for v in r) + " |"
+                  for a, r in zip(c["labels"], c["correlation"], strict=True)]
     cal = s["calibration"]
     lines += ["", "## Maps", "",
               f"Mean and sd of the `{s['metric']}` a new trial at each point would return"
@@ -303,7 +329,7 @@ def _markdown(records: SweepRecords, s: dict[str, Any]) -> str:
         f"| {kind} | {c['verdict']} | {c['coverage95']:.0%} | {c['coverage68']:.0%} | {c['rmse']:.4g} | "
         f"{c['max_abs_residual']:.2f} | {c['n']} |" for kind, c in cal["checks"].items()] + [
         "", f"Overall: **{cal['verdict']}** (the worst of the checks with enough trials). {_rule(cal)}", ""]
-    lines += [f"![{p}]({p})" for p in _figures(s)]
+    lines += [f"![{p}]({p})" for p in figure_names(s)]
     return "\n".join(lines) + "\n"
 
 
@@ -315,19 +341,6 @@ def _rule(cal: dict[str, Any]) -> str:
     if loo["max_surprise"] >= 1.0:
         return rule + " (a single maximum-likelihood fit: no allowance for chance)."
     return rule + f", and so few that a calibrated GP would do that with probability under {loo['max_surprise']:.0%}."
-
-
-def _figures(s: dict[str, Any]) -> list[str]:
-    names = []
-    for m in s["maps"]:
-        if "y" in m:
-            stem = f"{_slug(m['x'])}_{_slug(m['y'])}"
-            names += [f"map_mean_{stem}.png", f"map_sd_{stem}.png"]
-        elif "x" in m:
-            names.append(f"map_{_slug(m['x'])}.png")
-        else:
-            names.append("categories.png")
-    return names
 
 
 def log_multiverse(report: MultiverseReport, tracker: MLflowTracker, run_id: str | None = None) -> list[str]:

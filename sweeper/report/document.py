@@ -16,6 +16,11 @@ import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import matplotlib.figure
+    import pandas as pd
 
 _INLINE = re.compile(r"\*\*(.+?)\*\*|`([^`]+)`")
 
@@ -211,14 +216,14 @@ class OutputDir:
         path.write_text(text, encoding="utf-8")
         return path
 
-    def csv(self, name: str, frame: object) -> Path:
+    def csv(self, name: str, frame: pd.DataFrame) -> Path:
         """Write a pandas DataFrame as CSV (floats at full precision, no index)."""
         path = self._add(name)
-        frame.to_csv(path, index=False, float_format="%.17g")  # type: ignore[attr-defined]
+        frame.to_csv(path, index=False, float_format="%.17g")
         return path
 
-    def figure(self, name: str, fig: object) -> Path:
+    def figure(self, name: str, fig: matplotlib.figure.Figure) -> Path:
         """Save a matplotlib Figure as PNG."""
         path = self._add(name)
-        fig.savefig(path, dpi=110)  # type: ignore[attr-defined]
+        fig.savefig(path, dpi=110)
         return path

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sweeper.analysis.environment import (
+from sweeper.analysis.environment_effects import (
     ConditionComparison,
     ConditionSummary,
     compare_conditions,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from sweeper.analysis.environment import ConditionComparison
+from sweeper.analysis.environment_effects import ConditionComparison
 from sweeper.analysis.expected_max import ExpectedMax, expected_max
 from sweeper.analysis.qra import QRA
 from sweeper.report.checklist import ChecklistItem
@@ -56,7 +56,8 @@ def targets(values: np.ndarray, maximize: bool) -> list[Target]:
     """The best observed score less 1 % (more for losses) and the median of the kept trials."""
     best = float(values.max() if maximize else values.min())
     off = 0.01 * abs(best)
-    return [Target("best observed − 1 %" if maximize else "best observed + 1 %", best - off if maximize else best + off),
+    return [Target("best observed − 1 %" if maximize else "best observed + 1 %",
+                   best - off if maximize else best + off),
             Target("median", float(np.median(values)))]
 
 
@@ -77,7 +78,7 @@ def expected_max_section(out: OutputDir, curves: Mapping[str, ExpectedMax], surr
         return [*blocks, Paragraph("No finished trial with a finite value: no curve to draw.")]
     rows = [{"group": g, "n": int(n), "mean": float(m), "std": float(s),
              "budget_s": float(n * c.mean_duration_s) if c.mean_duration_s is not None else math.nan}
-            for g, c in curves.items() for n, m, s in zip(c.n, c.mean, c.std)]
+            for g, c in curves.items() for n, m, s in zip(c.n, c.mean, c.std, strict=True)]
     out.csv("expected_max.csv", pd.DataFrame(rows))
     n_top = max(c.n_trials for c in curves.values())
     log_x = n_top >= 50
@@ -110,9 +111,9 @@ def expected_max_section(out: OutputDir, curves: Mapping[str, ExpectedMax], surr
     reach_rows = []
     for t in targets(overall, maximize):
         for g, c in curves.items():
-            n = c.budget_to_reach(t.value)
+            trials = c.budget_to_reach(t.value)
             seconds = c.budget_to_reach(t.value, unit="seconds") if c.mean_duration_s is not None else None
-            reach_rows.append({"group": g, "target": t.name, "target_value": t.value, "trials": n,
+            reach_rows.append({"group": g, "target": t.name, "target_value": t.value, "trials": trials,
                                "seconds": seconds})
         if surrogate is not None:
             reach_rows.append({"group": "GP surrogate", "target": t.name, "target_value": t.value,
@@ -220,32 +221,38 @@ def qra_section(out: OutputDir, groups: Sequence[QRAGroup], measurands: Sequence
         blocks.append(Paragraph(", ".join(f"`{m}`" for m in fixed) + " take(s) one value in every trial of the sweep: "
                                 "constants of the configuration, not measurements, so no CV* is shown for them."))
     for g in groups[:MAX_GROUP_TABLES]:
-        obj = ", ".join(f"`{k}={v}`" for k, v in g.object.items()) or "every trial"
-        blocks += [Heading(f"Group {g.number}: {obj} ({g.n} measurements)", 3),
-                   Paragraph("Conditions of measurement that vary within the group: "
-                             + (", ".join(f"`{c.split('.', 1)[1]}`" for c in g.conditions) or
-                                "**none recorded**: the spread comes from something the records do not show.")),
-                   table(*_without_restatements(g.table))]
-        lines, notes = [], []
-        for m in measurands:
-            r = g.results.get(m)
-            if m in fixed or r is None:
-                continue
-            if isinstance(r, QRA) and r.defined:
-                lines.append([m, r.n, r.mean, r.std, f"[{r.std_ci[0]:.4g}, {r.std_ci[1]:.4g}]", r.cv_star])
-            elif isinstance(r, QRA):
-                lines.append([m, r.n, r.mean, r.std, "—", r.status])
-            else:
-                lines.append([m, "—", "—", "—", "—", f"undefined: {r}"])
-            if isinstance(r, QRA) and r.note:
-                notes.append(f"`{m}`: {r.note}.")
-        blocks.append(table(["measurand", "n (distinct)", "mean", "std", "95 % CI of std", "CV*"], lines))
-        if notes:
-            blocks.append(Bullets(tuple(notes)))
+        blocks += _group_blocks(g, [m for m in measurands if m not in fixed])
     if len(groups) > MAX_GROUP_TABLES:
         blocks.append(Paragraph(f"{len(groups) - MAX_GROUP_TABLES} more groups are in `qra.csv` and "
                                 f"`conditions.csv`."))
     return blocks
+
+
+def _group_blocks(g: QRAGroup, measurands: Sequence[str]) -> list[Block]:
+    """One group's heading, its conditions of measurement, and the QRA of each of its ``measurands``."""
+    obj = ", ".join(f"`{k}={v}`" for k, v in g.object.items()) or "every trial"
+    blocks: list[Block] = [
+        Heading(f"Group {g.number}: {obj} ({g.n} measurements)", 3),
+        Paragraph("Conditions of measurement that vary within the group: "
+                  + (", ".join(f"`{c.split('.', 1)[1]}`" for c in g.conditions) or
+                     "**none recorded**: the spread comes from something the records do not show.")),
+        table(*_without_restatements(g.table))]
+    lines: list[list[Any]] = []
+    notes: list[str] = []
+    for m in measurands:
+        r = g.results.get(m)
+        if r is None:
+            continue
+        if isinstance(r, QRA) and r.defined:
+            lines.append([m, r.n, r.mean, r.std, f"[{r.std_ci[0]:.4g}, {r.std_ci[1]:.4g}]", r.cv_star])
+        elif isinstance(r, QRA):
+            lines.append([m, r.n, r.mean, r.std, "—", r.status])
+        else:
+            lines.append([m, "—", "—", "—", "—", f"undefined: {r}"])
+        if isinstance(r, QRA) and r.note:
+            notes.append(f"`{m}`: {r.note}.")
+    blocks.append(table(["measurand", "n (distinct)", "mean", "std", "95 % CI of std", "CV*"], lines))
+    return [*blocks, Bullets(tuple(notes))] if notes else blocks
 
 
 def _qra_row(r: QRA | str, values: pd.Series) -> dict[str, Any]:

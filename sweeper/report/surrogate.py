@@ -8,14 +8,11 @@ joint posterior samples of the objective at them (so the GP's own uncertainty is
 through); each sample is a Monte Carlo stand-in for the score distribution of random
 search, and :func:`sweeper.analysis.surrogate_expected_max` turns them into curves.
 
-IMPORTANT, two choices that differ from the simplest recipe (one set of ``M`` points for
-all samples), both measured (``tests/unit/test_report_math.py``):
+Two choices differ from the simplest recipe (one set of ``M`` points for all samples):
 
-* The ``S`` samples are spread over ``n_point_sets`` independent sets of ``M`` points.
-  With a single set, its Monte Carlo error (about ``sd(f) / sqrt(M)`` at ``n = 1``) is
-  the same in every sample, so the band leaves it out and misses the true curve
-  (measured: a 0.0105 offset against a band 0.0013 wide, ``M = 1000``). With 10 sets the
-  band covers that error too and held the true curve at every budget in every seed tried.
+* The ``S`` samples are spread over ``n_point_sets`` independent sets of ``M`` points. With a
+  single set, its Monte Carlo error (about ``sd(f) / sqrt(M)`` at ``n = 1``) is the same in
+  every sample, so the band would leave it out; with several sets the band covers it too.
 * The band is the surrogate's uncertainty about the *true* curve of random search. The
   *empirical* curve of a random sweep of ``N`` trials has its own sampling error, about
   ``sd(f) / sqrt(N)``, usually larger, so it may lie outside this band even when the GP
@@ -28,18 +25,17 @@ Categorical dimensions are modelled by coregionalization, as in the sweeper's ow
 point is snapped to a value a trial could take (:func:`sweeper.analysis.multiverse.snap`:
 integer, log-integer and grid dims, seeds among them, to their values; a categorical
 coordinate already means its category), so the curve never reads the GP between legal
-values, where it knows nothing (a metric defined only at ``s`` in 0..7, best 0.951, got a
-curve up to 0.978 from non-integer ``s``); the GP is fitted on at most ``max_fit_points`` trials (a seeded
-random subset beyond that), which keeps a 1,000-trial report within seconds.
+values, where it knows nothing. The GP is fitted on at most ``max_fit_points`` trials (a
+seeded random subset beyond that).
 
 The GP is the analysis model of :func:`sweeper.search.hyperposterior.fit_posterior`: with the
 metric's declared bounds it models the warped metric (:mod:`sweeper.search.warping`), so every
 sample, and so every point of the curve and its band, lies inside them; and it averages
 over the posterior of its hyperparameters, so the band carries their uncertainty too. Each
-point set draws its samples from its own share of the posterior draws. Measured against the
-true random-search curve of three real maps (``bench/fidelity.py``): the plain fit's curve
-reached 1.013-1.28 on accuracies and its band missed the truth at most budgets; this one
-stays within 0.02 of it. The curve carries the GP's predictive checks (:mod:`sweeper.search.calibration`).
+point set draws its samples from its own share of the posterior draws. The curve carries the
+GP's predictive checks (:mod:`sweeper.search.calibration`).
+
+NOTE: docs/decisions/0021-surrogate-curve.md
 
 References:
     Dodge, J., Gururangan, S., Card, D., Schwartz, R., & Smith, N. A. (2019). Show Your
@@ -58,6 +54,7 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from sweeper.analysis.expected_max import SurrogateExpectedMax, surrogate_expected_max
+from sweeper.blas import one_blas_thread
 from sweeper.search.calibration import Calibration, calibration
 from sweeper.search.design import as_generator, random_design
 from sweeper.search.loo import PredictiveCheck
@@ -166,20 +163,10 @@ def surrogate_curve(
         SurrogateUnavailable: Fewer than 4 trials, or the GP fit fails.
         ValueError: Malformed settings.
     """
-    from threadpoolctl import threadpool_limits
-
     from sweeper.search.hyperposterior import fit_posterior
 
-    X = np.asarray(X, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64)
-    if X.ndim != 2 or y.shape != (X.shape[0],):
-        raise ValueError(f"X must be (N, d) and y (N,); got shapes {X.shape} and {y.shape}")
-    if not 1 <= n_point_sets <= n_samples:
-        raise ValueError(f"n_point_sets must be in 1..n_samples={n_samples}; got {n_point_sets}")
-    if space is not None and space.d != X.shape[1]:
-        raise ValueError(f"X has {X.shape[1]} columns but the space {space.d} dims")
-    if space is not None and categories is None:
-        categories = space.categories()
+    X, y, categories = _checked(X, y, n_samples=n_samples, n_point_sets=n_point_sets, space=space,
+                                categories=categories)
     n = X.shape[0]
     if n < MIN_FIT_POINTS:
         raise SurrogateUnavailable(f"only {n} finished trial(s): the GP needs at least {MIN_FIT_POINTS}")
@@ -188,10 +175,7 @@ def surrogate_curve(
         fit_index = np.sort(as_generator([seed, 3]).choice(n, size=max_fit_points, replace=False))
     counts = np.full(n_point_sets, n_samples // n_point_sets)
     counts[: n_samples % n_point_sets] += 1
-    # One BLAS thread: on a busy machine threaded OpenBLAS spins against the other processes
-    # (measured, 10,000-trial report at load 8 on 2 cores: the 300-point fit took 74 s threaded,
-    # 3-5 s on one thread); the same setting as the searcher's (sweeper.search.gp_batch.single_threaded_blas).
-    with threadpool_limits(limits=1, user_api="blas"):
+    with one_blas_thread():  # NOTE: docs/decisions/0002-one-blas-thread.md
         try:
             gp = fit_posterior(X[fit_index], y[fit_index], seed=seed, categories=categories, bounds=bounds)
         except (RuntimeError, ValueError) as exc:
@@ -206,3 +190,25 @@ def surrogate_curve(
     return SurrogateCurve(curve=curve, n_fit=int(fit_index.size), n_finished=n,
                           hyperparameters=gp.hyperparameters(), n_points=n_points, n_samples=n_samples,
                           n_point_sets=n_point_sets, seed=seed, calibration=checks, bounds=bounds)
+
+
+def _checked(X: ArrayLike, y: ArrayLike, *, n_samples: int, n_point_sets: int, space: SearchSpace | None,
+             categories: Mapping[int, int] | None) -> tuple[NDArray[np.float64], NDArray[np.float64],
+                                                            Mapping[int, int] | None]:
+    """``X`` and ``y`` as float arrays, checked against each other, the settings and the space; the
+    categorical columns (default: the space's).
+
+    Raises:
+        ValueError: Malformed settings.
+    """
+    X = np.asarray(X, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
+    if X.ndim != 2 or y.shape != (X.shape[0],):
+        raise ValueError(f"X must be (N, d) and y (N,); got shapes {X.shape} and {y.shape}")
+    if not 1 <= n_point_sets <= n_samples:
+        raise ValueError(f"n_point_sets must be in 1..n_samples={n_samples}; got {n_point_sets}")
+    if space is not None and space.d != X.shape[1]:
+        raise ValueError(f"X has {X.shape[1]} columns but the space {space.d} dims")
+    if space is not None and categories is None:
+        categories = space.categories()
+    return X, y, categories
