@@ -15,7 +15,7 @@ as often as it likes, and asks for it back when it starts::
         save_checkpoint({"epoch": epoch, "model": model.state_dict()}, step=epoch)
 
 Inside a sweep the trial's worker stores each checkpoint through Ray Tune's checkpoints
-into ``ray.storage_path`` (:mod:`sweeper.run.checkpoints`), and a trial that restarts (its
+into ``ray.storage_path`` (:mod:`sweeper.run.tune_checkpoints`), and a trial that restarts (its
 worker or node died, the sweep's driver died and ``sweeper resume`` continued it, the sweep
 was preempted) gets the newest one back. Outside a sweep (``python train.py ...``) both work
 in the job's output directory (``<output dir>/checkpoints/``), so the task runs the same with
@@ -190,7 +190,7 @@ def complete_meta(names: list[str], read_text: Any, size_of: Any) -> dict[str, A
             return None
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return meta  # type: ignore[no-any-return]
+    return meta
 
 
 def _describe(path: Path) -> dict[str, Any]:

@@ -32,10 +32,9 @@ installed the torch settings are skipped and recorded as absent.
 
 torch is not imported for a task that has not imported it, where the device does not
 depend on it (``env.device=cpu``, or ``auto`` where no GPU can be seen: no GPU device file
-or ``CUDA_VISIBLE_DEVICES`` empty). Importing it would cost each worker of an sklearn model
-or a toy function about 1.8 CPU-seconds and 600 MB (peak resident size), for settings the
-task never reads. The torch settings are put in force when the task imports torch itself
-(an import hook, before its ``import torch`` returns), and what is in force is read again.
+or ``CUDA_VISIBLE_DEVICES`` empty; NOTE: docs/decisions/0034-torch-imported-only-when-needed.md).
+The torch settings are put in force when the task imports torch itself (an import hook,
+before its ``import torch`` returns), and what is in force is read again.
 
 References:
     Crane, M. (2018). Questionable Answers in Question Answering Research:
@@ -381,9 +380,7 @@ def gpu_possible() -> bool:
     False where ``CUDA_VISIBLE_DEVICES`` hides every device, on macOS (no CUDA), and on Linux
     without any of :data:`GPU_DEVICE_FILES`; True otherwise (torch then decides).
     """
-    if os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1"):
-        return False
-    if sys.platform == "darwin":
+    if os.environ.get("CUDA_VISIBLE_DEVICES") in ("", "-1") or sys.platform == "darwin":
         return False
     if sys.platform.startswith("linux"):
         return any(os.path.exists(f) for f in GPU_DEVICE_FILES)

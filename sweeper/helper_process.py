@@ -63,7 +63,7 @@ def _main_module_hidden() -> Iterator[None]:
     a file nor a spec (``multiprocessing.spawn.get_preparation_data``).
     """
     main = sys.modules["__main__"]
-    saved = {key: main.__dict__[key] for key in ("__spec__", "__file__") if key in main.__dict__}
+    saved: dict[str, Any] = {key: main.__dict__[key] for key in ("__spec__", "__file__") if key in main.__dict__}
     main.__spec__ = None
     main.__dict__.pop("__file__", None)
     try:

@@ -55,7 +55,12 @@ def field_comments(source: str) -> dict[int, str]:
 
 
 def _type_name(node: ast.expr) -> str:
-    """``Optional[List[str]]`` -> ``list of str or null``: the annotation as a YAML user reads it."""
+    """``Optional[List[str]]`` or ``list[str] | None`` -> ``list of str or null``: the annotation as a YAML user
+    reads it."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.BitOr):
+        return f"{_type_name(node.left)} or {_type_name(node.right)}"
+    if isinstance(node, ast.Constant) and node.value is None:
+        return "null"
     if isinstance(node, ast.Subscript):
         outer = ast.unparse(node.value)
         inner = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
@@ -81,11 +86,11 @@ def yaml_value(value: Any) -> str:
     if isinstance(value, dict):
         return "{" + ", ".join(f"{k}: {yaml_value(v)}" for k, v in value.items()) + "}"
     if dataclasses.is_dataclass(value):
-        return yaml_value(dataclasses.asdict(value))  # type: ignore[arg-type]
+        return yaml_value(dataclasses.asdict(value))  # type: ignore[arg-type]  # an instance, not the class
     return str(value)
 
 
-def _default(f: dataclasses.Field) -> Any:  # type: ignore[type-arg]
+def _default(f: dataclasses.Field[Any]) -> Any:
     if f.default is not dataclasses.MISSING:
         return f.default
     if f.default_factory is not dataclasses.MISSING:
@@ -118,7 +123,7 @@ def describe(cls: type, source: str, prefix: str, filename: str = "config.py") -
         if nested is not None:
             rows += describe(nested, source, key, filename)
             continue
-        above = []
+        above: list[str] = []
         line = node.lineno - 1
         while line >= 1 and lines[line - 1].strip().startswith("#"):
             above.insert(0, comments.get(line, ""))

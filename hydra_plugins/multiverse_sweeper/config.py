@@ -118,15 +118,22 @@ def _explain_sweeper_overrides() -> None:
     """Make Hydra's refusal of a ``hydra.sweeper`` override say what to type instead.
 
     Hydra refuses ``hydra.sweeper.num_trails=8`` (no setting of that name) and ``~hydra.sweeper.params`` while
-    it composes the config, before the sweeper exists, with a message that names no fix. Its step that applies
-    the overrides is wrapped here (this module is imported on every Hydra start): when it fails on such an
-    override, every such override is reported in the sweeper's own format, with the closest setting's name,
-    and the command exits with status 2, as for the sweeper's other configuration errors.
+    it composes the config, before the sweeper exists, with a message that names no fix. When such an override
+    fails, every such override is reported in the sweeper's own format, with the closest setting's name, and
+    the command exits with status 2, as for the sweeper's other configuration errors.
+
+    What it patches: Hydra's private ``ConfigLoaderImpl._apply_overrides_to_config`` (a staticmethod, the step
+    of composition that applies the command line's overrides), wrapped once per process (this module is
+    imported on every Hydra start). Why no public API suffices: Hydra has no hook between composition and its
+    error message; a plugin runs only after the config composed. How breakage shows: the rows
+    ``unknown-setting`` and ``params-deleted`` of tests/integration/test_bad_input.py (their message and exit
+    status 2) fail if Hydra renames the method or stops calling it.
     """
     from hydra._internal.config_loader_impl import ConfigLoaderImpl
     from hydra.errors import ConfigCompositionException
 
-    original = ConfigLoaderImpl._apply_overrides_to_config
+    impl = ConfigLoaderImpl  # its step that refuses an override: Hydra has no public hook on that error
+    original = impl._apply_overrides_to_config  # noqa: SLF001 - no error hook in Hydra; test_bad_input.py
     if getattr(original, "explains_sweeper_overrides", False):
         return
 
@@ -142,8 +149,9 @@ def _explain_sweeper_overrides() -> None:
             sys.stderr.write(f"Error: {SweeperConfigError(problems)}\n")
             raise SystemExit(2) from None
 
-    apply_overrides.explains_sweeper_overrides = True  # type: ignore[attr-defined]
-    ConfigLoaderImpl._apply_overrides_to_config = staticmethod(apply_overrides)  # type: ignore[method-assign]
+    apply_overrides.explains_sweeper_overrides = True  # type: ignore[attr-defined]  # marks the wrapper: wrap once
+    patched = staticmethod(apply_overrides)
+    impl._apply_overrides_to_config = patched  # type: ignore[method-assign]  # noqa: SLF001 - no hook; test_bad_input
 
 
 _explain_sweeper_overrides()

@@ -11,10 +11,16 @@ from omegaconf import DictConfig
 
 
 class MultiverseSweeper(Sweeper):
-    """Hydra sweeper running Sobol -> GP-IVR trials on Ray and recording them in MLflow."""
+    """Hydra sweeper running Sobol -> GP-IVR trials on Ray and recording them in MLflow.
+
+    Hydra instantiates it from ``hydra.sweeper`` (``MultiverseSweeperConf``, which holds every setting's default
+    and meaning) with each setting by name, and it hands them to :class:`~sweeper.run.hydra_sweeper.SweeperImpl`,
+    whose constructor names each.
+    """
 
     def __init__(self, **settings: Any) -> None:
-        # Imported here, not at module level: Hydra imports this module on every start.
+        # Imported here, not at module level: Hydra imports this module on every start. SweeperImpl takes each
+        # setting by name (a missing one is a TypeError naming it).
         from sweeper.run.hydra_sweeper import SweeperImpl
 
         self._impl = SweeperImpl(**settings)

@@ -1,4 +1,4 @@
-"""The driver's side of trial checkpoints (see :mod:`sweeper.run.checkpoints`), as a Tune callback.
+"""The driver's side of trial checkpoints (see :mod:`sweeper.run.tune_checkpoints`), as a Tune callback.
 
 When a trial (re)starts, :class:`CheckpointKeeper` finds its newest *complete* checkpoint on
 storage, in its own folder or, for a trial of a resumed sweep, in the folder its previous
@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from ray.tune import Callback
 
 from sweeper.checkpoint import CheckpointInfo
-from sweeper.run.checkpoints import delete_checkpoints, newest_checkpoint
+from sweeper.run.tune_checkpoints import delete_checkpoints, newest_checkpoint
 from sweeper.search.settings import TRIAL_KEY
 
 if TYPE_CHECKING:
@@ -83,20 +83,25 @@ class CheckpointKeeper(Callback):
 def _point_tune_at(trial: Trial, checkpoint: CheckpointInfo | None) -> None:
     """Make ``checkpoint`` the one Tune restores the trial from (None: start it from the beginning).
 
-    Ray 2.60 keeps it in ``trial.run_metadata.checkpoint_manager`` (``_latest_checkpoint_result``,
-    and ``_checkpoint_results``, the list its ``num_to_keep`` deletes from); there is no public
-    setter. The trial's ``on_trial_start`` callbacks run before Tune schedules the restore.
+    What it patches: Ray 2.60 keeps it in ``trial.run_metadata.checkpoint_manager``, in the private
+    ``_latest_checkpoint_result`` and ``_checkpoint_results`` (the list its ``num_to_keep`` deletes
+    from). Why no public API suffices: Tune restores a trial from its own record only, and has no
+    setter for it. The trial's ``on_trial_start`` callbacks run before Tune schedules the restore.
+    How breakage shows: tests/integration/test_checkpoints.py (a killed worker retried from its
+    checkpoint in the same run; SIGTERM, then ``sweeper resume``) and tests/integration/test_resume.py.
     """
     from ray.train._internal.session import _TrainingResult
     from ray.tune import Checkpoint
 
     manager = trial.run_metadata.checkpoint_manager
-    latest = manager._latest_checkpoint_result
+    latest = manager._latest_checkpoint_result  # noqa: SLF001 - no public getter; test_checkpoints.py
     if checkpoint is None:
-        manager._latest_checkpoint_result, manager._checkpoint_results = None, []
+        newest, kept = None, []
     elif latest is None or latest.checkpoint.path != checkpoint.path:
         result = _TrainingResult(checkpoint=Checkpoint(checkpoint.path, trial.storage.storage_filesystem), metrics={})
-        manager._latest_checkpoint_result, manager._checkpoint_results = result, [result]
+        newest, kept = result, [result]
     else:
         return
+    manager._latest_checkpoint_result = newest  # noqa: SLF001 - no public setter; test_checkpoints.py
+    manager._checkpoint_results = kept  # noqa: SLF001 - no public setter; test_checkpoints.py
     trial.run_metadata.invalidate_cache()

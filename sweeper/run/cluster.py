@@ -29,7 +29,7 @@ from sweeper.record.spool import RETRY_DELAYS_ENV
 AUTO = "auto"
 #: Set by Ray's job supervisor for a job's entrypoint: its JobConfig, runtime_env included.
 JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"
-#: Environment variables every worker gets (see hydra_sweeper._TUNE_ENV).
+#: Environment variables every worker gets (see sweeper.run.hydra_sweeper._TUNE_ENV).
 WORKER_ENV = {"RAY_CHDIR_TO_TRIAL_DIR": "0"}
 #: The driver's settings its workers get too, where it has them: through Ray Client the sweep's MLflow
 #: writer runs in a Ray task on the head, and waits out an outage as the driver would have.
@@ -68,12 +68,9 @@ def runtime_env(ray_cfg: Mapping[str, Any], *, code_dir: str | None, launch_dir:
     """
     joining = ray_cfg.get("address") is not None
     setting = ray_cfg.get("working_dir", AUTO)
-    if setting == AUTO:
-        # Inside `ray job submit --working-dir` the job shipped the code already, and Ray
-        # refuses a second working_dir: the workers inherit the job's.
-        upload = launch_dir if joining and not _job_ships_code() else None
-    else:
-        upload = setting
+    # AUTO: inside `ray job submit --working-dir` the job shipped the code already, and Ray
+    # refuses a second working_dir: the workers inherit the job's.
+    upload = (launch_dir if joining and not _job_ships_code() else None) if setting == AUTO else setting
     env: dict[str, Any] = {}
     env_vars = {**WORKER_ENV, **{k: os.environ[k] for k in FORWARDED_ENV if k in os.environ}}
     if upload is None and _job_ships_code():
@@ -158,6 +155,13 @@ def storage_path(ray_cfg: Mapping[str, Any], sweep_dir: Path, *, client: bool = 
 def tune_experiment_path(storage: str | None, name: str) -> str:
     """Where a Tune experiment lives: ``storage/name``, Tune's ``~/ray_results`` when storage is None."""
     return f"{(storage or '~/ray_results').rstrip('/')}/{name}"
+
+
+def tune_location(ray_cfg: Mapping[str, Any], sweep_dir: Path, parent_run_id: str) -> tuple[str | None, str]:
+    """Ray Tune's storage path and experiment name for a new sweep (None: Tune's default storage)."""
+    storage = storage_path(ray_cfg, sweep_dir, client=is_client_address(ray_cfg.get("address")))
+    # One Tune experiment per sweep, also when several sweeps share a storage_path.
+    return storage, "tune" if storage == str(sweep_dir) else f"{sweep_dir.name}-{parent_run_id[:8]}"
 
 
 def node_placement() -> dict[str, str]:

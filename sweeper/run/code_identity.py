@@ -25,7 +25,7 @@ def task_script(task_function: Callable[..., Any] | None) -> str | None:
     """The file the task function's source is in (the worker's copy for a :class:`TaskRef`); None if unknown."""
     try:
         function = task_function.function if isinstance(task_function, TaskRef) else task_function
-        return inspect.getsourcefile(function) if function is not None else None  # type: ignore[arg-type]
+        return inspect.getsourcefile(function) if function is not None else None
     except Exception:  # noqa: BLE001 - a script that cannot be imported or inspected has no known file
         return None
 

@@ -1,8 +1,8 @@
 """Compose each trial's Hydra config, fast when the swept keys are plain values.
 
-Hydra's ``load_sweep_config`` rebuilds the whole defaults tree for every job: about 90 ms
-on a small app, which is most of a trial's overhead when the task itself is quick. When
-no swept key selects a config group, every trial shares one composition and differs
+Hydra's ``load_sweep_config`` rebuilds the whole defaults tree for every job, most of a
+trial's overhead when the task itself is quick (NOTE: docs/decisions/0031-compose-once-per-process.md).
+When no swept key selects a config group, every trial shares one composition and differs
 only in the values of the swept keys. :class:`TrialComposer` then composes that shared
 base once per worker process and applies each trial's overrides to a copy with Hydra's own
 override machinery (``ConfigLoaderImpl._apply_overrides_to_config``, the step Hydra runs
@@ -10,6 +10,12 @@ after composing), filling in the bookkeeping Hydra would (``hydra.overrides.task
 ``hydra.job.override_dirname``). The driver proves the shortcut on the space's centre
 point before the sweep (:meth:`TrialComposer.verify`); if the two configs differ in any way
 (e.g. a swept key is a config group), every trial takes Hydra's full path.
+
+``_apply_overrides_to_config`` is private to Hydra: it has no public call that applies parsed overrides
+to a composed config (``compose`` always rebuilds the defaults tree). What it does is what Hydra does
+after composing, so the fast path gives Hydra's config; :meth:`TrialComposer.verify` compares the two
+before every sweep and falls back to the full path when they differ. How breakage shows:
+tests/integration/test_compose.py (the fast path equals Hydra's config, the split job equals ``run_job``).
 
 On the fast path a trial's config also comes in its two parts (:meth:`TrialComposer.split`):
 the task's part, a fresh copy the task may keep, and the ``hydra`` node, one per process
@@ -26,7 +32,7 @@ import copy
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from hydra.core.override_parser.overrides_parser import OverridesParser
@@ -71,7 +77,7 @@ class TrialComposer:
             self._base = self._composed_base()
         cfg = copy.deepcopy(self._base)
         parsed = OverridesParser.create().parse_overrides(list(dim_overrides))
-        ConfigLoaderImpl._apply_overrides_to_config(parsed, cfg)
+        ConfigLoaderImpl._apply_overrides_to_config(parsed, cfg)  # noqa: SLF001 - no public call; test_compose.py
         with open_dict(cfg.hydra):
             cfg.hydra.overrides.task.extend([o.input_line for o in parsed])
             cfg.hydra.job.override_dirname = _override_dirname(
@@ -96,7 +102,7 @@ class TrialComposer:
         parts = self._parts
         task_cfg = copy.deepcopy(parts.task)
         parsed = OverridesParser.create().parse_overrides(list(dim_overrides))
-        ConfigLoaderImpl._apply_overrides_to_config(parsed, task_cfg)
+        ConfigLoaderImpl._apply_overrides_to_config(parsed, task_cfg)  # noqa: SLF001 - no public call; test_compose.py
         OmegaConf.copy_cache(from_config=self.master_config, to_config=task_cfg)
         hydra, tree = parts.hydra.hydra, parts.hydra_tree["hydra"]
         changes = {
@@ -115,7 +121,7 @@ class TrialComposer:
 
     def _composed_base(self) -> DictConfig:
         """The config without the trial's overrides, Hydra's full path, composed once in this process
-        (the driver's check and first trial config used to compose it three times); callers copy it."""
+        (the driver's check and its first trial config share it); callers copy it."""
         if self._composed is None:
             self._composed = self.compose_full([])
         return self._composed
@@ -194,7 +200,7 @@ class _SplitBase:
             del task["hydra"]
         tree = OmegaConf.to_container(hydra, resolve=False, enum_to_str=True)
         assert isinstance(tree, dict)
-        return cls(task, hydra, tree, tuple(hydra.hydra.overrides.task),
+        return cls(task, hydra, cast(dict[str, Any], tree), tuple(hydra.hydra.overrides.task),
                    tuple(OverridesParser.create().parse_overrides(list(fixed_overrides))))
 
 

@@ -28,7 +28,7 @@ from sweeper.run.faults import (
     unanswered_timeout_message,
     worker_error_message,
 )
-from sweeper.run.trial import DURATION_KEY, ERROR_KEY, METRICS_KEY, STATUS_KEY, TRACEBACK_KEY
+from sweeper.run.trial_result import TrialResult
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
@@ -60,10 +60,11 @@ class FaultGuard(Callback):
 
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict[str, Any],
                         **info: Any) -> None:
-        if STATUS_KEY not in result:
+        status = TrialResult.from_dict(result).status
+        if status is None:
             return  # a per-step result: the trial runs on
         self._started.pop(trial.trial_id, None)
-        if result[STATUS_KEY] == TIMEOUT_STATUS:
+        if status == TIMEOUT_STATUS:
             trial.max_failures = 0  # its worker may end itself now: that is no node failure to retry
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
@@ -99,8 +100,8 @@ class FaultGuard(Callback):
         log.warning("trial %s: %s", trial.trial_id, error)
         trial.max_failures = 0
         # What the recorder closes the run with (sweeper.run.recorder reads the last result on an error).
-        trial.update_last_result({self.metric: math.nan, STATUS_KEY: TIMEOUT_STATUS, ERROR_KEY: error,
-                                  TRACEBACK_KEY: error, METRICS_KEY: {}, DURATION_KEY: elapsed_s})
+        trial.update_last_result(TrialResult(self.metric, math.nan, status=TIMEOUT_STATUS, error=error,
+                                             traceback=error, metrics={}, duration_s=elapsed_s).to_dict())
         ray.kill(actor, no_restart=True)
 
 
@@ -127,12 +128,18 @@ def tolerate_oom_kills() -> None:
     memory monitor killed, and Tune 2.60's actor manager stops the experiment on any error
     that is neither; here it is passed on as the actor failure it is, with Ray's message.
     Idempotent.
+
+    What it patches: the private ``RayActorManager._actor_task_failed`` of Ray's actor manager
+    (``ray.air.execution._internal``), wrapped once per process. Why no public API suffices: Tune
+    decides in there whether an actor's error fails the trial or the experiment, and offers no hook
+    or setting for it. How breakage shows:
+    tests/integration/test_trial_faults.py::test_a_worker_killed_for_memory_fails_its_trial_and_is_retried_once.
     """
     from ray.air.execution._internal.actor_manager import RayActorManager
     from ray.exceptions import OutOfMemoryError, RayActorError
 
-    original = RayActorManager._actor_task_failed  # noqa: SLF001
-    if getattr(original, "_sweeper_oom", False):
+    original = RayActorManager._actor_task_failed  # noqa: SLF001 - no hook on actor errors; test_trial_faults.py
+    if getattr(original, "sweeper_oom", False):
         return
 
     def _actor_task_failed(self: Any, tracked_actor_task: Any, exception: Exception) -> None:
@@ -140,8 +147,8 @@ def tolerate_oom_kills() -> None:
             exception = WorkerOutOfMemory(str(exception))
         original(self, tracked_actor_task, exception)
 
-    _actor_task_failed._sweeper_oom = True  # type: ignore[attr-defined]
-    RayActorManager._actor_task_failed = _actor_task_failed  # type: ignore[method-assign]  # noqa: SLF001
+    _actor_task_failed.sweeper_oom = True  # type: ignore[attr-defined]  # marks the wrapper: wrap once
+    RayActorManager._actor_task_failed = _actor_task_failed  # noqa: SLF001 - no hook on actor errors; test_trial_faults
 
 
 class WorkerOutOfMemory(ray.exceptions.RayActorError):

@@ -145,7 +145,7 @@ def call_with_time_limit(fn: Callable[[], T], limit_s: float, grace: float | Non
         thread.join()
     if "error" in outcome:
         raise outcome["error"]
-    return outcome["value"]  # type: ignore[no-any-return]
+    return outcome["value"]
 
 
 def _raise_in_thread(thread: threading.Thread, exc_type: type[BaseException]) -> None:
@@ -180,7 +180,8 @@ def task_error_message(exc: BaseException) -> str:
 
 
 _FAILURE_HEADER = re.compile(r"^Failure # \d+ \(occurred at [^)]*\)\s*$", re.MULTILINE)
-_NODE_MEMORY = re.compile(r"Memory on the node \(IP: ([^,]+), ID: [^)]*\)[^.]*? was (.+?) used / (.+?) limit \(([\d.]+)\)")
+_NODE_MEMORY = re.compile(r"Memory on the node \(IP: ([^,]+), ID: [^)]*\)[^.]*? "
+                          r"was (.+?) used / (.+?) limit \(([\d.]+)\)")
 _OOM_THRESHOLD = re.compile(r"exceeded threshold of \d+B \(([\d.]+)% of")
 _EXIT_DETAIL = re.compile(r"Worker exit detail: (.+?)(?: There are some potential root causes| Some common causes|$)",
                           re.DOTALL)

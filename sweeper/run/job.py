@@ -16,8 +16,10 @@ runs every trial through Hydra's own ``run_job`` (see :func:`usable`).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +36,7 @@ from sweeper.run.compose import TrialParts
 _PyDumper = get_omega_conf_dumper()
 
 
-class _FastDumper(getattr(yaml, "CDumper", yaml.Dumper)):  # type: ignore[misc]
+class _FastDumper(getattr(yaml, "CDumper", yaml.Dumper)):  # type: ignore[misc]  # a base chosen at import time
     """OmegaConf's YAML dumper (strings that read as bools or numbers are quoted) on libyaml's emitter."""
 
 
@@ -69,7 +71,7 @@ def run_split_job(task_function: TaskFunction, trial: TrialParts) -> JobReturn:
     old_cwd = os.getcwd()
     instance = HydraConfig.instance()
     orig_hydra_cfg = instance.cfg
-    instance.cfg = hydra_cfg  # what set_config's masked copy would hold
+    instance.cfg = hydra_cfg  # type: ignore[assignment]  # what set_config's masked copy would hold: a DictConfig
     chdir = False
     try:
         ret = JobReturn()
@@ -121,3 +123,26 @@ def _chdir(job_chdir: bool | None) -> bool:
     warnings.warn("Future Hydra versions will no longer change working directory at job runtime by default.",
                   stacklevel=3)
     return True
+
+
+@contextlib.contextmanager
+def in_launch_dir(launch_dir: str | None) -> Iterator[None]:
+    """Compose and run the job in the directory the sweep was launched from, where this node has it.
+
+    Hydra resolves a relative ``hydra.sweep.dir`` and ``hydra.runtime.cwd`` (what
+    ``get_original_cwd``/``to_absolute_path`` return) against the working directory at
+    composition, and the basic launcher runs every job in the launch directory. A worker of a
+    local Ray starts there too; a worker of a cluster's node starts where that node's ``ray start``
+    ran, or in Ray's copy of the uploaded ``working_dir``. On a node that has the launch directory
+    (the same machine, a shared filesystem) the trial therefore runs there, as under the basic
+    launcher; elsewhere it stays where Ray started it.
+    """
+    here = os.getcwd()
+    if not launch_dir or launch_dir == here or not os.path.isdir(launch_dir):
+        yield
+        return
+    os.chdir(launch_dir)
+    try:
+        yield
+    finally:
+        os.chdir(here)

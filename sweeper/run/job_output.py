@@ -139,7 +139,8 @@ class JobOutput:
                 return
             self.path = handlers[0].baseFilename
             # Its own append-mode handle: the handler flushes each record, so both land in the order written.
-            self._file = open(self.path, "a", encoding=handlers[0].encoding or "utf-8")  # noqa: SIM115
+            encoding = handlers[0].encoding or "utf-8"
+            self._file = open(self.path, "a", encoding=encoding)  # noqa: SIM115 - kept open, closed by close()
             self._file.write("".join(self._held))
             self._file.flush()
             self._held.clear()

@@ -98,10 +98,8 @@ class LiveMaps:
 
     def close(self, timeout_s: float = CLOSE_TIMEOUT_S) -> None:
         """Let the painter finish the maps handed to it (up to ``timeout_s``), hand them to the writer, stop it."""
-        try:
+        with contextlib.suppress(Exception):  # the queue of a dead painter
             self._jobs.put(None)
-        except Exception:  # noqa: BLE001 - the queue of a dead painter
-            pass
         self._forwarder.join(timeout_s)
         missing = [b for b in self._submitted if b not in self.logged]
         if self._forwarder.is_alive():
@@ -177,11 +175,11 @@ def _paint(space: SearchSpace, metric: str, digits: int, jobs: Any, results: Any
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         with contextlib.suppress(OSError):
             os.nice(PAINTER_NICENESS)
-        from threadpoolctl import threadpool_limits
+        from sweeper.blas import one_blas_thread
 
         # One BLAS thread for the GP's small factorisations beside busy trials (in a thread of the
         # driver the searcher sets its own limits: threadpoolctl's are process-wide).
-        limits = threadpool_limits(limits=1, user_api="blas")
+        limits = one_blas_thread()
     try:  # imported while the sweep starts: the first map waits for none of it
         from sweeper.analysis.live_map import live_map, live_map_pngs, prepare_drawing
 

@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from ray.tune import Callback
 
-from sweeper.run.checkpoints import CHECKPOINT_STEP_KEY
+from sweeper.run.trial_result import TrialResult
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
@@ -87,7 +87,7 @@ class Preemption(Callback):
 
     def on_trial_result(self, iteration: int, trials: list[Trial], trial: Trial, result: dict[str, Any],
                         **info: Any) -> None:
-        if CHECKPOINT_STEP_KEY in result:
+        if TrialResult.from_dict(result).checkpoint_step is not None:
             self._waiting.discard(trial.trial_id)
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:

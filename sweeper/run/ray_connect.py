@@ -160,8 +160,13 @@ def ray_processes_apart(local: bool) -> Iterator[None]:
     Ray blocks SIGINT in its processes but not SIGTERM, which ended the GCS under the driver; the
     driver waited 60 s for it and left the sweep's run RUNNING. The processes still end with the
     driver: Ray binds them to it (``PR_SET_PDEATHSIG``) where the kernel can, and only there are
-    they moved, as Ray itself does on Windows (``ray._private.services.ConsolePopen``, a private
-    class: the pinned Ray's).
+    they moved, as Ray itself does on Windows.
+
+    What it patches: ``ray._private.services.ConsolePopen`` (a private class of the pinned Ray, the
+    ``Popen`` Ray starts its processes with), replaced by a subclass for the duration of the local
+    Ray's start. Why no public API suffices: ``ray.init`` has no setting for its processes' group.
+    How breakage shows: tests/integration/test_interrupts.py (SIGTERM to the sweep's process group
+    stops the sweep in order, the sweep's run is closed, and ``sweeper resume`` completes it).
     """
     from ray._private import services, utils
 
@@ -170,7 +175,7 @@ def ray_processes_apart(local: bool) -> Iterator[None]:
         return
     original = services.ConsolePopen
 
-    class Apart(original):  # type: ignore[misc,valid-type]
+    class Apart(original):  # type: ignore[misc,valid-type]  # a class held in a variable, Ray's own
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             kwargs.setdefault("process_group", 0)
             super().__init__(*args, **kwargs)

@@ -29,31 +29,17 @@ from ray.tune import Callback
 from sweeper.record.conditions import measurement_record
 from sweeper.record.redaction import redact_tree
 from sweeper.record.spool import DurableWriter
-from sweeper.run.checkpoints import CHECKPOINT_STEP_KEY
 from sweeper.run.outcome import TrialRecord, format_params
 from sweeper.run.searcher import TRIAL_KEY
-from sweeper.run.trial import (
-    CONDITIONS_KEY,
-    CONFIG_KEY,
-    DURATION_KEY,
-    ERROR_KEY,
-    JOB_LOG_KEY,
-    METRICS_KEY,
-    PACKAGES_KEY,
-    REPLAYED_KEY,
-    STATUS_KEY,
-    STEP_KEY,
-    STEP_METRICS_KEY,
-    TRACEBACK_KEY,
-)
+from sweeper.run.trial_result import STATUS_KEY, TrialResult
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
 
-    from sweeper.record.tracking import MLflowTracker
-    from sweeper.run.checkpoint_keeper import CheckpointKeeper
+    from sweeper.record.tracker_protocol import Tracker
+    from sweeper.run.checkpoint_callback import CheckpointKeeper
     from sweeper.run.resume import InFlight
-    from sweeper.search.policy import BayesFactorCheck
+    from sweeper.search.suggestion import BayesFactorCheck
 
 log = logging.getLogger(__name__)
 
@@ -73,7 +59,7 @@ class TrialRecorder(Callback):
         keeper: says which checkpoint a (re)starting trial continues from (None: no checkpoints).
     """
 
-    def __init__(self, tracker: MLflowTracker, parent_run_id: str, metric: str, num_trials: int,
+    def __init__(self, tracker: Tracker, parent_run_id: str, metric: str, num_trials: int,
                  strategy: str, spool_path: Path | None = None, writer: Any = None,
                  keeper: CheckpointKeeper | None = None) -> None:
         self.tracker = tracker
@@ -198,27 +184,29 @@ class TrialRecorder(Callback):
         if record is None or record.index in self._adopted:
             return
         assert self.writer is not None and record.run_id is not None
-        if STEP_KEY in result:
-            step, floor = int(result[STEP_KEY]), self._floors.get(record.index, {})
-            metrics = {k: v for k, v in result.get(STEP_METRICS_KEY, {}).items() if step > floor.get(k, -1)}
+        reported = TrialResult.from_dict(result)
+        if reported.step is not None:
+            step, floor = int(reported.step), self._floors.get(record.index, {})
+            metrics = {k: v for k, v in (reported.step_metrics or {}).items() if step > floor.get(k, -1)}
             last = self._steps.setdefault(record.index, {})
             last.update({k: (step, v) for k, v in metrics.items() if step >= last.get(k, (step, v))[0]})
             if metrics:  # else every metric of this step was recorded before the restart
                 self.writer.log(f"logging step {step} of trial #{record.index}", record.run_id, metrics=metrics,
                                 step=step)
-        if CHECKPOINT_STEP_KEY in result:
+        if reported.checkpoint_step is not None:
             self.writer.log(f"noting a checkpoint of trial #{record.index}", record.run_id,
-                            tags={"checkpoint_step": int(result[CHECKPOINT_STEP_KEY])})
+                            tags={"checkpoint_step": int(reported.checkpoint_step)})
 
     def on_trial_complete(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
         record = self._by_trial.pop(trial.trial_id, None)
         if record is None:
             return
-        if REPLAYED_KEY in (trial.last_result or {}):
+        result = TrialResult.from_dict(trial.last_result or {}, self.metric)
+        if result.replayed is not None:
             log.info("[%d/%d] #%d ended before the resume: %s (recorded in MLflow, not run again)",
                      len(self.records), self.num_trials, record.index, record.status)
             return
-        self._close(record, trial.last_result or {})
+        self._close(record, result)
 
     def adopt(self, ended: dict[int, TrialRecord]) -> None:
         """Take over the trials a resumed sweep had ended: counted, never recorded twice."""
@@ -256,11 +244,11 @@ class TrialRecorder(Callback):
 
         record = self._by_trial.pop(trial.trial_id, None)
         if record is not None:
-            result = trial.run_metadata.last_result or {}
-            if STATUS_KEY not in result:
+            result = TrialResult.from_dict(trial.run_metadata.last_result or {}, self.metric)
+            if result.status is None:
                 text = trial_error_text(trial)
-                result = {STATUS_KEY: "FAILED", ERROR_KEY: worker_error_message(text),
-                          TRACEBACK_KEY: text or _tune_error(trial)}
+                result = TrialResult(status="FAILED", error=worker_error_message(text),
+                                     traceback=text or _tune_error(trial))
             self._close(record, result)
 
     def on_trial_recover(self, iteration: int, trials: list[Trial], trial: Trial, **info: Any) -> None:
@@ -286,31 +274,32 @@ class TrialRecorder(Callback):
             log.warning("trial #%d failed in its worker and is retried: %s", record.index, error)
 
     # ---------------------------------------------------------------- internals
-    def _close(self, record: TrialRecord, result: dict[str, Any]) -> None:
-        record.status = result.get(STATUS_KEY, "FAILED")
-        record.metrics = dict(result.get(METRICS_KEY, {}))
+    def _close(self, record: TrialRecord, result: TrialResult) -> None:
+        record.status = "FAILED" if result.status is None else result.status
+        record.metrics = dict(result.metrics or {})
         record.value = record.metrics.get(self.metric, math.nan)
-        record.duration_s = float(result.get(DURATION_KEY, math.nan))
-        record.error = result.get(ERROR_KEY)
+        record.duration_s = float(math.nan if result.duration_s is None else result.duration_s)
+        record.error = result.error
         if record.status == "FAILED" and record.error is None:
             record.error = f"the trial reported no {STATUS_KEY}; it did not run through the sweeper's trainable"
-        config_params = {k: v for k, v in result.get(CONFIG_KEY, {}).items() if k not in record.params}
-        tags = {f"{k}": v for k, v in result.get(CONDITIONS_KEY, {}).items()}
+        config = result.config or {}
+        conditions = result.conditions or {}
+        config_params = {k: v for k, v in config.items() if k not in record.params}
+        tags = {f"{k}": v for k, v in conditions.items()}
         tags.update({"status": record.status, "duration_s": record.duration_s, "error": record.error})
         metrics = {**record.metrics, "sweeper.duration_s": record.duration_s}
-        traceback_text = result.get(TRACEBACK_KEY)
+        traceback_text = result.traceback
         last = self._steps.get(record.index, {})
         final_step = max((step for step, _ in last.values()), default=0)
         # The final values at the last step of the per-step history (not as a jump back to step 0), each
         # unless that step holds it already (a task returns its last epoch's numbers): no step twice.
         metrics = {k: v for k, v in metrics.items() if last.get(k) != (final_step, v)}
         self._forget(record.index)
-        conditions = result.get(CONDITIONS_KEY, {})
         # Redacted as a tree: a credential-like config key's value never reaches conditions.json.
-        measurement = redact_tree(measurement_record(self.metric, record.metrics, result.get(CONFIG_KEY, {}),
-                                                     conditions))
-        packages = result.get(PACKAGES_KEY)
-        new_packages = packages and conditions.get("packages.sha256") not in self._packages_logged
+        measurement = redact_tree(measurement_record(self.metric, record.metrics, config, conditions))
+        packages = result.packages
+        new_packages = packages if packages and conditions.get("packages.sha256") not in self._packages_logged \
+            else None
         if new_packages:
             self._packages_logged.add(conditions["packages.sha256"])
 
@@ -321,7 +310,7 @@ class TrialRecorder(Callback):
         if traceback_text:
             self.writer.log_text(what, run, traceback_text, "traceback.txt")
         if new_packages:  # the pip freeze behind a packages.sha256, once per sweep on its run
-            self.writer.log_text(what, self.parent_run_id, "\n".join(packages) + "\n",
+            self.writer.log_text(what, self.parent_run_id, "\n".join(new_packages) + "\n",
                                  f"packages/{conditions['packages.sha256']}.txt")
         self.writer.finish(what, run, "FINISHED" if record.status == "FINISHED" else "FAILED")
         self.records[record.index] = record
@@ -347,16 +336,16 @@ def _clock(seconds: float) -> str:
     return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
 
 
-def _log_pointer(result: dict[str, Any]) -> str:
+def _log_pointer(result: TrialResult) -> str:
     """`` (log: <the job's log file>)`` for a trial whose job wrote one, naming the node when not this one.
 
     The job's log holds what the job printed and, for a failed trial, its traceback
     (:mod:`sweeper.run.job_output`, ``sweeper.run.trial._job_files``): the place to look first.
     """
-    path = result.get(JOB_LOG_KEY)
+    path = result.job_log
     if not path:
         return ""
-    host = (result.get(CONDITIONS_KEY) or {}).get("host")
+    host = (result.conditions or {}).get("host")
     return f" (log: {path}{f' on host {host}' if host and host != socket.gethostname() else ''})"
 
 

@@ -90,10 +90,10 @@ class SweepManifest:
         if before != now:
             found.append(f"the fixed overrides changed from {before} to {now}: every trial of a sweep runs with "
                          f"the same (ray.* and mlflow.* may change: where the sweep runs, not what it measures)")
-        for key, before, now in (("strategy", self.strategy, strategy), ("seed", self.seed, seed),
-                                 ("num_trials", self.num_trials, num_trials)):
-            if before != now:
-                found.append(f"hydra.sweeper.{key} changed from {before!r} to {now!r}")
+        for key, was, asked in (("strategy", self.strategy, strategy), ("seed", self.seed, seed),
+                                ("num_trials", self.num_trials, num_trials)):
+            if was != asked:
+                found.append(f"hydra.sweeper.{key} changed from {was!r} to {asked!r}")
         if found:
             found.append("a sweep continues only with the settings it started with: drop the changed overrides, "
                          "or start a new sweep without hydra.sweeper.resume")

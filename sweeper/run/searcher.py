@@ -7,13 +7,14 @@ import logging
 import math
 import socket
 from collections.abc import Mapping
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from typing import Any
 
 from ray.tune.search import Searcher
 
 from sweeper.run.outcome import error_key, index_list
 from sweeper.run.trial_info import TrialInfo
+from sweeper.run.trial_result import TrialResult
 from sweeper.search.grammar import parse_specs
 from sweeper.search.policy import MultiversePolicy, Suggestion
 from sweeper.search.settings import TRIAL_KEY, PolicySettings
@@ -59,6 +60,9 @@ class MultiverseSearch(Searcher):
             num_trials, n_initial, batch_size, seed, deterministic, ...).
     """
 
+    _metric: str | None  # Searcher's, set by its constructor
+    _mode: str | None
+
     def __init__(
         self,
         space: SearchSpace | Mapping[str, Any] | None = None,
@@ -71,8 +75,9 @@ class MultiverseSearch(Searcher):
         if mode is not None:
             settings["mode"] = mode
         # No space: Ray's pattern of an empty searcher that restore(path) fills (space and settings are saved).
-        self.policy: MultiversePolicy = None if space is None else MultiversePolicy(  # type: ignore[assignment]
+        policy = None if space is None else MultiversePolicy(
             space if isinstance(space, SearchSpace) else parse_specs(space), PolicySettings(**settings))
+        self.policy: MultiversePolicy = policy  # type: ignore[assignment]  # None until restore() fills it
         self._index_of: dict[str, int] = {}
         self._metric_suspect: str | None = None  # why the metric may never come: see _check_metric_returned
         self._identical = IdenticalFailures(PolicySettings(**settings).stop_on_identical_failures)
@@ -115,12 +120,12 @@ class MultiverseSearch(Searcher):
         index = self._index_of.get(trial_id)
         if index is None:
             return
-        value = None if error or result is None else result.get(self._metric)
-        self.policy.tell(index, _as_float(value))
-        self._check_metric_returned(index, None if error else result)
-        self._check_identical_failures(index, None if error else result)
+        trial = None if error or result is None else TrialResult.from_dict(result, self._metric)
+        self.policy.tell(index, _as_float(None if trial is None else trial.value))
+        self._check_metric_returned(index, trial)
+        self._check_identical_failures(index, trial)
 
-    def _check_metric_returned(self, index: int, result: Mapping[str, Any] | None) -> None:
+    def _check_metric_returned(self, index: int, result: TrialResult | None) -> None:
         """Fail fast on a metric the task never returns (a misnamed ``hydra.sweeper.metric``).
 
         When a trial returns other keys but not the metric and no trial so far has returned
@@ -129,10 +134,8 @@ class MultiverseSearch(Searcher):
         trial); if none does, the sweep stops, instead of running every trial into its
         failure budget. Which way it goes depends on the points, not on which trial ends first.
         """
-        from sweeper.run.trial import RETURNED_KEY
-
         succeeded = any(math.isfinite(v) for v in self.policy.results.values())
-        returned = (result or {}).get(RETURNED_KEY)  # set by the trial when the metric was missing
+        returned = None if result is None else result.returned  # set by the trial when the metric was missing
         if self._metric_suspect is None and not succeeded and returned is not None and self.policy.stop_reason is None:
             fix = f" Try hydra.sweeper.metric={returned[0]}." if returned else ""
             self._metric_suspect = (
@@ -148,7 +151,7 @@ class MultiverseSearch(Searcher):
             self.policy.stop(self._metric_suspect)
             self._metric_suspect = None
 
-    def _check_identical_failures(self, index: int, result: Mapping[str, Any] | None) -> None:
+    def _check_identical_failures(self, index: int, result: TrialResult | None) -> None:
         """Fail fast on a bug in the task: the first trials to end all raised the same exception.
 
         A misspelt config key fails every trial alike; without this, the sweep would run trials
@@ -187,11 +190,11 @@ class MultiverseSearch(Searcher):
                 "metric": self._metric, "mode": self._mode}
 
     def set_state(self, state: dict[str, Any]) -> None:
+        saved = _search_state(state["policy"])
         if self.policy is None:  # built empty: the saved state brings the space and settings
-            saved = state["policy"]
             self.policy = MultiversePolicy(SearchSpace.from_dict(saved["space"]), PolicySettings(**saved["settings"]))
             self._identical = IdenticalFailures(self.policy.settings.stop_on_identical_failures)
-        self.policy.load_state_dict(state["policy"])
+        self.policy.load_state_dict(saved)
         self._index_of = dict(state["index_of"])
         self._metric, self._mode = state["metric"], state["mode"]
 
@@ -229,7 +232,7 @@ class IdenticalFailures:
         self.error = ""  # the shared error, as the first of them reported it
         self._where = ""  # where the first of them left its traceback
 
-    def add(self, index: int, result: Mapping[str, Any] | None) -> bool:
+    def add(self, index: int, result: TrialResult | None) -> bool:
         """Count a trial that ended; True once, when the ``limit``-th identical failure arrives."""
         if not self.deciding:
             return False
@@ -239,9 +242,7 @@ class IdenticalFailures:
             return False
         assert result is not None
         if not self.indices:
-            from sweeper.run.trial import ERROR_KEY
-
-            self._signature, self.error, self._where = signature, str(result[ERROR_KEY]), _where_logged(index, result)
+            self._signature, self.error, self._where = signature, str(result.error), _where_logged(index, result)
         self.indices.append(index)
         if len(self.indices) < self.limit:
             return False
@@ -256,27 +257,33 @@ class IdenticalFailures:
                 f"(hydra.sweeper.stop_on_identical_failures=null runs every trial whatever fails).")
 
 
-def _failure_signature(result: Mapping[str, Any] | None) -> tuple[str, str] | None:
+def _failure_signature(result: TrialResult | None) -> tuple[str, str] | None:
     """(exception type, message) of a trial that failed by an exception; None for any other end."""
-    from sweeper.run.trial import ERROR_KEY, EXCEPTION_KEY, STATUS_KEY
-
-    if not result or result.get(STATUS_KEY) != "FAILED" or not result.get(EXCEPTION_KEY) or not result.get(ERROR_KEY):
+    if result is None or result.status != "FAILED" or not result.exception or not result.error:
         return None
-    return str(result[EXCEPTION_KEY]), error_key(result[ERROR_KEY])
+    return str(result.exception), error_key(result.error)
 
 
-def _where_logged(index: int, result: Mapping[str, Any]) -> str:
+def _where_logged(index: int, result: TrialResult) -> str:
     """Where trial ``index``'s traceback is: its Hydra job's log file, else its MLflow run's artifact."""
-    from sweeper.run.trial import CONDITIONS_KEY, JOB_DIR_KEY, JOB_LOG_KEY
-
-    host = (result.get(CONDITIONS_KEY) or {}).get("host")
+    host = (result.conditions or {}).get("host")
     on = f" on host {host}" if host and host != socket.gethostname() else ""
     artifact = f"the MLflow artifact traceback.txt of trial #{index}'s run"
-    if result.get(JOB_LOG_KEY):
-        return f"Trial #{index}'s log, with the traceback: {result[JOB_LOG_KEY]}{on} (also {artifact})."
-    if result.get(JOB_DIR_KEY):
-        return f"Trial #{index}'s output folder: {result[JOB_DIR_KEY]}{on}; its traceback is {artifact}."
+    if result.job_log:
+        return f"Trial #{index}'s log, with the traceback: {result.job_log}{on} (also {artifact})."
+    if result.job_dir:
+        return f"Trial #{index}'s output folder: {result.job_dir}{on}; its traceback is {artifact}."
     return f"Trial #{index}'s traceback is {artifact}."
+
+
+def _search_state(saved: dict[str, Any]) -> dict[str, Any]:
+    """A saved policy state with only the settings :class:`PolicySettings` has: a state saved with
+    ``trial_timeout_s`` among them (a setting of the run, sweeper.run.run_settings) loads without it."""
+    known = {f.name for f in fields(PolicySettings)}
+    settings = saved.get("settings") or {}
+    if set(settings) <= known:
+        return saved
+    return {**saved, "settings": {k: v for k, v in settings.items() if k in known}}
 
 
 def _as_float(value: Any) -> float | None:

@@ -5,8 +5,8 @@ Ray pickles such a function *by value* (cloudpickle): its code and a copy of the
 names, while everything it names through a wrapper that pickles by reference (a helper
 decorated with ``functools.lru_cache``, an ``Enum``, a dataclass that the config stores)
 is looked up as ``__main__.<name>`` in the worker, whose ``__main__`` is Ray's own
-``default_worker.py``. So every trial failed with ``Can't get attribute 'table' on <module
-'__main__' ...>``, and module-level state was a private copy per function, where Hydra's
+``default_worker.py``. So every trial would fail with ``Can't get attribute 'table' on <module
+'__main__' ...>``, and module-level state would be a private copy per function, where Hydra's
 basic launcher runs the task in the script's own module.
 
 So the task travels as a :class:`TaskRef` (the script's path, relative to the code
@@ -82,7 +82,7 @@ class TaskRef:
             with _logging_as_main(module.__name__):
                 return function(*args, **kwargs)
         finally:
-            sys.modules["__main__"] = main  # type: ignore[assignment]
+            sys.modules["__main__"] = main  # type: ignore[assignment]  # restored as it was, None included
 
     def __reduce__(self) -> tuple[Any, ...]:
         return _load, (self.path, self.relative, self.qualname, self.module_name)
@@ -127,10 +127,8 @@ def _publish(main: ModuleType) -> None:
     sys.modules.setdefault(MAIN_ALIAS, main)
     for obj in list(vars(main).values()):
         if (isinstance(obj, type) or inspect.isfunction(obj)) and getattr(obj, "__module__", None) == "__main__":
-            try:
+            with contextlib.suppress(AttributeError, TypeError):
                 obj.__module__ = MAIN_ALIAS
-            except (AttributeError, TypeError):
-                pass
 
 
 def _load(path: str, relative: str | None, qualname: str, module_name: str | None = None) -> TaskRef:
@@ -197,6 +195,12 @@ def _logging_as_main(name: str) -> Iterator[None]:
     ``logging.config.dictConfig`` treats every entry as a logger of its own, and with
     ``disable_existing_loggers: true`` would disable the ``__main__`` logger through its alias even when
     the config names ``__main__``.
+
+    What it patches: the logging manager's registry (``logging.Logger.manager.loggerDict``, undocumented),
+    an entry pointed at another logger for the window and restored after it. Why no public API suffices:
+    ``logging`` names each logger once; it has no alias, and a handler or filter copied onto a second logger
+    would not share its level nor Hydra's later configuration. How breakage shows: the ``runtime`` app of
+    tests/integration/test_user_apps.py (its ``[__main__]`` records under ``hydra.verbose=__main__``).
     """
     manager = logging.Logger.manager
     main_logger = logging.getLogger("__main__")
@@ -223,7 +227,7 @@ def _task_in(module: ModuleType, qualname: str) -> Callable[..., Any]:
     # @hydra.main(...) wraps the task (functools.wraps): the task is the function whose code is the script's.
     while hasattr(obj, "__wrapped__") and not _defined_in(obj, str(module.__file__)):
         obj = obj.__wrapped__
-    return obj  # type: ignore[no-any-return]
+    return obj
 
 
 def _defined_in(function: Any, path: str) -> bool:

@@ -6,7 +6,7 @@ the node has it, puts the config's ``env`` block in force (:mod:`sweeper.environ
 threads, determinism, device), runs the task through Hydra's own ``run_job`` (so the task sees
 the usual job output directory, ``HydraConfig`` and logging) with :func:`sweeper.log_metrics`
 and its checkpoints (:mod:`sweeper.checkpoint`) routed through Ray Tune
-(:mod:`sweeper.run.checkpoints`), captures the conditions of measurement of *this* process, and
+(:mod:`sweeper.run.tune_checkpoints`), captures the conditions of measurement of *this* process, and
 returns one result dict. Exceptions and unusable metrics never escape: they become a FAILED
 result with the reason (a ``MemoryError`` says "out of memory"), so the driver records them and
 the sweep goes on. What the job prints goes to its Hydra job's log file too, and a failed trial's
@@ -18,7 +18,6 @@ Infrastructure faults (a dead worker) still surface as Tune errors, which Tune m
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import math
 import numbers
@@ -26,9 +25,9 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, run_job, setup_globals
@@ -39,37 +38,41 @@ from sweeper.checkpoint import storing_in
 from sweeper.environment import ENV_KEY, EnvironmentInForce, apply_environment, last_environment
 from sweeper.record.conditions import capture_conditions, installed_packages
 from sweeper.record.metrics import reporting_to
-from sweeper.run.checkpoints import TuneCheckpoints
 from sweeper.run.cluster import node_placement
 from sweeper.run.code_identity import code_conditions
 from sweeper.run.compose import TrialComposer
 from sweeper.run.faults import TIMEOUT_STATUS, TimeLimitExceeded, call_with_time_limit, task_error_message
-from sweeper.run.job import run_split_job
+from sweeper.run.job import in_launch_dir, run_split_job
 from sweeper.run.job import usable as split_job_usable
 from sweeper.run.job_output import JobOutput, job_log_handlers
+from sweeper.run.trial_result import (
+    CONDITIONS_KEY,
+    CONFIG_KEY,
+    DURATION_KEY,
+    ERROR_KEY,
+    EXCEPTION_KEY,
+    JOB_DIR_KEY,
+    JOB_LOG_KEY,
+    METRICS_KEY,
+    PACKAGES_KEY,
+    REPLAYED_KEY,
+    RETURNED_KEY,
+    STATUS_KEY,
+    STEP_KEY,
+    STEP_METRICS_KEY,
+    TRACEBACK_KEY,
+    WORKER_ENDS_KEY,
+    TrialResult,
+)
+from sweeper.run.tune_checkpoints import TuneCheckpoints
 from sweeper.search.settings import TRIAL_KEY
 from sweeper.search.space import SearchSpace
 from sweeper.search.warping import MetricBounds
 
-# Keys of the result dict a trial returns to the driver.
-STATUS_KEY = "sweeper_status"  # FINISHED | FAILED | TIMEOUT
-ERROR_KEY = "sweeper_error"  # one line: what went wrong
-TRACEBACK_KEY = "sweeper_traceback"
-METRICS_KEY = "sweeper_metrics"  # every number the task returned
-CONDITIONS_KEY = "sweeper_conditions"
-CONFIG_KEY = "sweeper_config"  # the composed task config, flattened (dotted keys)
-DURATION_KEY = "sweeper_duration_s"
-STEP_KEY = "sweeper_step"  # present only in per-step results from log_metrics
-STEP_METRICS_KEY = "sweeper_step_metrics"
-PACKAGES_KEY = "sweeper_packages"  # the process's pip freeze, in its first result only
-RETURNED_KEY = "sweeper_returned"  # the keys a task returned without the metric
-REPLAYED_KEY = "sweeper_replayed"  # the MLflow run of a trial that ended before a resume
-WORKER_ENDS_KEY = "sweeper_worker_ends"  # True: the task is stuck; the worker process ends after this result
-#: ``module.QualName`` of the exception that failed the trial (raised by the task, or composing its config);
-#: absent when the task ran but its return value is unusable (TrialError), for a timeout and a dead worker.
-EXCEPTION_KEY = "sweeper_exception"
-JOB_DIR_KEY = "sweeper_job_dir"  # the Hydra job's output directory (on the node that ran it)
-JOB_LOG_KEY = "sweeper_job_log"  # the Hydra job's log file, which a failed trial's traceback is written to
+__all__ = ["CONDITIONS_KEY", "CONFIG_KEY", "DURATION_KEY", "ERROR_KEY", "EXCEPTION_KEY", "JOB_DIR_KEY", "JOB_LOG_KEY",
+           "METRICS_KEY", "PACKAGES_KEY", "REPLAYED_KEY", "RETURNED_KEY", "STATUS_KEY", "STEP_KEY", "STEP_METRICS_KEY",
+           "TRACEBACK_KEY", "WORKER_ENDS_KEY", "MissingMetricError", "TrialContext", "TrialError", "TrialResult",
+           "make_trainable", "metrics_from_return", "run_trial", "trial_result"]
 
 #: Config keys holding the task's random seed, recorded as a condition of measurement.
 SEED_KEYS = ("env.seed", "seed")
@@ -125,9 +128,9 @@ def make_trainable(ctx: TrialContext) -> Callable[[dict[str, Any]], dict[str, An
     """A Tune function trainable running trials of ``ctx``; call it where Ray is initialised.
 
     The context (the sweep's composed config, Hydra's state, the task) goes to Ray's object
-    store once and the trainable holds only its reference. Tune unpickles the registered
-    trainable in the driver for every trial it creates (``Trial.get_trainable_cls``); with
-    the context inside, that was 40 % of the driver's time in a sweep of trivial trials.
+    store once and the trainable holds only its reference: Tune unpickles the registered
+    trainable in the driver for every trial it creates (``Trial.get_trainable_cls``), which
+    must not unpickle the context each time (NOTE: docs/decisions/0030-trial-context-by-reference.md).
     Each worker process fetches the context once (:func:`_context`). Ray pins an object
     whose reference is pickled this way (into Tune's registry) for the driver's lifetime,
     i.e. the sweep's; ``RAY_allow_out_of_band_object_ref_serialization=0`` would refuse it.
@@ -137,12 +140,12 @@ def make_trainable(ctx: TrialContext) -> Callable[[dict[str, Any]], dict[str, An
     ctx_ref = ray.put(ctx)
 
     def multiverse_trial(config: dict[str, Any]) -> dict[str, Any]:
-        result = run_trial(_context(ctx_ref), config)
-        if result.get(WORKER_ENDS_KEY):
+        result = trial_result(_context(ctx_ref), config)
+        if result.worker_ends:
             _report_and_exit(result)
-        return result
+        return result.to_dict()
 
-    multiverse_trial.context_ref = ctx_ref  # type: ignore[attr-defined]
+    multiverse_trial.context_ref = ctx_ref  # type: ignore[attr-defined]  # read by tests and benchmarks
     return multiverse_trial
 
 
@@ -159,7 +162,7 @@ def _context(ref: Any) -> TrialContext:
     return _CONTEXTS[key]
 
 
-def _report_and_exit(result: dict[str, Any]) -> None:
+def _report_and_exit(result: TrialResult) -> None:
     """Hand a stuck trial's result to Tune, then end this worker process.
 
     The stuck thread cannot be stopped, and must not run on beside the next trial. Tune's
@@ -170,27 +173,33 @@ def _report_and_exit(result: dict[str, Any]) -> None:
     from ray import tune
 
     try:
-        tune.report(result)
+        tune.report(result.to_dict())
     finally:
-        log.error("trial %s: %s; ending worker process %d", result.get(STATUS_KEY), result.get(ERROR_KEY), os.getpid())
+        log.error("trial %s: %s; ending worker process %d", result.status, result.error, os.getpid())
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
         os._exit(STUCK_EXIT_STATUS)
 
 
 def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
-    """Run one trial and return its result dict (never raises for task faults)."""
+    """Run one trial and return its result dict, as Ray Tune carries it (never raises for task faults)."""
+    return trial_result(ctx, config).to_dict()
+
+
+def trial_result(ctx: TrialContext, config: Mapping[str, Any]) -> TrialResult:
+    """Run one trial and return its result (never raises for task faults)."""
     index = int(config[TRIAL_KEY]["index"])
     if ctx.replayed and index in ctx.replayed:
         return _replayed_result(ctx.replayed[index], ctx.metric)
     params = {k: v for k, v in config.items() if k != TRIAL_KEY}
     started = time.perf_counter()
-    result: dict[str, Any] = {ctx.metric: math.nan, STATUS_KEY: "FAILED", METRICS_KEY: {}, CONFIG_KEY: {}}
+    result = TrialResult(ctx.metric, math.nan, status="FAILED", metrics={}, config={})
     with JobOutput() as output:  # what the job prints goes to its log file too (sweeper.run.job_output)
         job, in_force = _run_and_judge(ctx, params, index, result, output)
         if job is not None:
-            result.update(_job_files(job, index, result))
-    result[DURATION_KEY] = time.perf_counter() - started
+            files = _job_files(job, index, result)
+            result.job_dir, result.job_log = files.get(JOB_DIR_KEY), files.get(JOB_LOG_KEY)
+    result.duration_s = time.perf_counter() - started
     if ctx.shipped_code is None:
         conditions = capture_conditions(ctx.code_dir)
     else:  # uploaded code: this node has no checkout; its version is the driver's
@@ -199,18 +208,19 @@ def run_trial(ctx: TrialContext, config: Mapping[str, Any]) -> dict[str, Any]:
     conditions.update(node_placement())
     if in_force is not None:  # as read again if the task imported torch since (sweeper.environment)
         conditions.update((last_environment() or in_force).as_conditions())
-    seed = next((result[CONFIG_KEY][k] for k in SEED_KEYS if k in result[CONFIG_KEY]), None)
+    task_config = result.config or {}
+    seed = next((task_config[k] for k in SEED_KEYS if k in task_config), None)
     if seed is not None:
         conditions["seed"] = str(seed)
-    result[CONDITIONS_KEY] = conditions
+    result.conditions = conditions
     global _PACKAGES_SENT
     if not _PACKAGES_SENT:
-        result[PACKAGES_KEY] = list(installed_packages())
+        result.packages = list(installed_packages())
         _PACKAGES_SENT = True
     return result
 
 
-def _run_and_judge(ctx: TrialContext, params: dict[str, Any], index: int, result: dict[str, Any],
+def _run_and_judge(ctx: TrialContext, params: dict[str, Any], index: int, result: TrialResult,
                    output: JobOutput) -> tuple[JobReturn | None, EnvironmentInForce | None]:
     """Run the trial's job and put its status, metrics or error in ``result``; never raises for task faults."""
     job: JobReturn | None = None
@@ -222,33 +232,35 @@ def _run_and_judge(ctx: TrialContext, params: dict[str, Any], index: int, result
 
         limit = ctx.trial_timeout_s
         job, in_force = run() if limit is None else call_with_time_limit(run, limit)
-        result[CONFIG_KEY] = _flat_task_config(job)
+        result.config = _flat_task_config(job)
         metrics = metrics_from_return(job.return_value, ctx.metric, ctx.metric_bounds)
-        result.update({ctx.metric: metrics[ctx.metric], STATUS_KEY: "FINISHED", METRICS_KEY: metrics})
+        result.value, result.status, result.metrics = metrics[ctx.metric], "FINISHED", metrics
     except TimeLimitExceeded as exc:
-        result.update({STATUS_KEY: TIMEOUT_STATUS, ERROR_KEY: str(exc), TRACEBACK_KEY: exc.stack})
+        result.status, result.error, result.traceback = TIMEOUT_STATUS, str(exc), exc.stack
         if exc.stuck:
-            result[WORKER_ENDS_KEY] = True
+            result.worker_ends = True
     except Exception as exc:  # noqa: BLE001 - any task fault becomes a FAILED trial
-        result[ERROR_KEY] = str(exc) if isinstance(exc, TrialError) else task_error_message(exc)
+        result.error = str(exc) if isinstance(exc, TrialError) else task_error_message(exc)
         if isinstance(exc, MissingMetricError):
-            result[RETURNED_KEY] = exc.returned
+            result.returned = exc.returned
         elif not isinstance(exc, TrialError):
-            result[EXCEPTION_KEY] = f"{type(exc).__module__}.{type(exc).__qualname__}"
-        result[TRACEBACK_KEY] = "".join(traceback.format_exception(exc))
+            result.exception = f"{type(exc).__module__}.{type(exc).__qualname__}"
+        result.traceback = "".join(traceback.format_exception(exc))
     return job, in_force
 
 
-def _job_files(job: JobReturn, index: int, result: Mapping[str, Any]) -> dict[str, str]:
-    """Where the trial's Hydra job left its files; a failed trial's error and traceback go to its log.
+def _job_files(job: JobReturn, index: int, result: TrialResult | Mapping[str, Any]) -> dict[str, str]:
+    """Where the trial's Hydra job left its files (``JOB_DIR_KEY``, ``JOB_LOG_KEY``); a failed trial's error and
+    traceback go to its log.
 
     Hydra's job logging (``hydra/job_logging``, by default ``<output_dir>/<job name>.log``) still
     holds the root logger when the job returns; the task's exception, which Hydra does not log,
     is written to that file alone (not to the worker's console), so the folder a user opens
     holds the reason. A job logging to no file in its folder gives its folder only.
     """
+    trial = result if isinstance(result, TrialResult) else TrialResult.from_dict(result)
     try:
-        output_dir = str(job.hydra_cfg.hydra.runtime.output_dir)  # type: ignore[union-attr]
+        output_dir = str(job.hydra_cfg.hydra.runtime.output_dir)  # type: ignore[union-attr]  # None: raises, below
     except Exception:  # noqa: BLE001 - a job without Hydra's runtime settings: nothing to point to
         return {}
     files = {JOB_DIR_KEY: output_dir}
@@ -256,22 +268,19 @@ def _job_files(job: JobReturn, index: int, result: Mapping[str, Any]) -> dict[st
     if not handlers:
         return files
     files[JOB_LOG_KEY] = handlers[0].baseFilename
-    if result.get(STATUS_KEY) == "FAILED" and result.get(ERROR_KEY):
+    if trial.status == "FAILED" and trial.error:
         record = log.makeRecord(log.name, logging.ERROR, __file__, 0, "trial #%d failed: %s\n%s",
-                                (index, result[ERROR_KEY], result.get(TRACEBACK_KEY, "")), None)
+                                (index, trial.error, trial.traceback or ""), None)
         for handler in handlers:
             handler.handle(record)
             handler.flush()
     return files
 
 
-def _replayed_result(ended: Mapping[str, Any], metric: str) -> dict[str, Any]:
+def _replayed_result(ended: Mapping[str, Any], metric: str) -> TrialResult:
     """The result of a trial that ended before the sweep's driver died, as MLflow recorded it."""
-    result = {metric: ended["value"], STATUS_KEY: ended["status"], METRICS_KEY: dict(ended["metrics"]),
-              DURATION_KEY: ended["duration_s"], REPLAYED_KEY: ended["run_id"]}
-    if ended.get("error"):
-        result[ERROR_KEY] = ended["error"]
-    return result
+    return TrialResult(metric, ended["value"], status=ended["status"], metrics=dict(ended["metrics"]),
+                       duration_s=ended["duration_s"], replayed=ended["run_id"], error=ended.get("error") or None)
 
 
 def metrics_from_return(value: Any, metric: str, bounds: MetricBounds | None = None) -> dict[str, float]:
@@ -301,34 +310,11 @@ def metrics_from_return(value: Any, metric: str, bounds: MetricBounds | None = N
     if not math.isfinite(metrics[metric]):
         raise TrialError(f"the task returned {metric}={metrics[metric]} (not finite)")
     outside = None if bounds is None else bounds.violation(metrics[metric], metric)
-    if outside:
+    if outside and bounds is not None:  # a violation comes with bounds
         raise TrialError(f"the task returned {outside}: a value the metric cannot take is an error, not "
                          f"clipped. Fix the task, or declare the bounds it really has "
-                         f"(hydra.sweeper.metric_bounds={bounds.text()}).")  # type: ignore[union-attr]
+                         f"(hydra.sweeper.metric_bounds={bounds.text()}).")
     return metrics
-
-
-@contextlib.contextmanager
-def in_launch_dir(launch_dir: str | None) -> Iterator[None]:
-    """Compose and run the job in the directory the sweep was launched from, where this node has it.
-
-    Hydra resolves a relative ``hydra.sweep.dir`` and ``hydra.runtime.cwd`` (what
-    ``get_original_cwd``/``to_absolute_path`` return) against the working directory at
-    composition, and the basic launcher runs every job in the launch directory. A worker of a
-    local Ray starts there too; a worker of a cluster's node starts where that node's ``ray start``
-    ran, or in Ray's copy of the uploaded ``working_dir``. On a node that has the launch directory
-    (the same machine, a shared filesystem) the trial therefore runs there, as under the basic
-    launcher; elsewhere it stays where Ray started it.
-    """
-    here = os.getcwd()
-    if not launch_dir or launch_dir == here or not os.path.isdir(launch_dir):
-        yield
-        return
-    os.chdir(launch_dir)
-    try:
-        yield
-    finally:
-        os.chdir(here)
 
 
 def _run_job(ctx: TrialContext, dim_overrides: list[str], index: int,
@@ -357,7 +343,11 @@ def _run_job(ctx: TrialContext, dim_overrides: list[str], index: int,
 def _environment(cfg: DictConfig) -> EnvironmentInForce | None:
     """Put the config's ``env`` block in force (seeds, threads, determinism), if it has one."""
     env = cfg.get(ENV_KEY)
-    return apply_environment(OmegaConf.to_container(env, resolve=True)) if isinstance(env, DictConfig) else None
+    if not isinstance(env, DictConfig):
+        return None
+    values = OmegaConf.to_container(env, resolve=True)
+    assert isinstance(values, dict)
+    return apply_environment(cast(dict[str, Any], values))  # a config node's keys are strings
 
 
 def _flat_task_config(job: JobReturn) -> dict[str, Any]:
@@ -373,18 +363,18 @@ def _flat_task_config(job: JobReturn) -> dict[str, Any]:
     def walk(node: Any, prefix: str) -> None:
         if isinstance(node, dict) and node:
             for k, v in node.items():
-                walk(v, f"{prefix}{k}.")
+                walk(v, f"{prefix}{k!s}.")
         else:
             flat[prefix[:-1]] = node
 
     assert isinstance(tree, dict)
     for key, node in tree.items():
         if key not in RUN_SETTING_KEYS:
-            walk(node, f"{key}.")
+            walk(node, f"{key!s}.")
     return flat
 
 
 def _report_step(metrics: dict[str, float], step: int) -> None:
     from ray import tune
 
-    tune.report({STEP_KEY: step, STEP_METRICS_KEY: metrics})
+    tune.report(TrialResult(step=step, step_metrics=metrics).to_dict())

@@ -2,7 +2,7 @@
 
 Every trial's worker unpickles its config, and with it this class's module: kept apart from
 :mod:`sweeper.run.searcher` (the policy, the GP, SciPy), a worker imports none of the search's
-math it never runs (about 0.4 CPU-seconds per worker process, measured with ``-X importtime``).
+math it never runs (NOTE: docs/decisions/0033-light-worker-imports.md).
 """
 
 from __future__ import annotations

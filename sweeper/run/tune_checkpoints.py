@@ -9,15 +9,16 @@ checkpoint manager keeps the newest ``hydra.sweeper.keep_checkpoints`` of each t
 deletes the older ones; a trial that Tune restores gets its checkpoint back from
 ``tune.get_checkpoint()``.
 
-In the driver, :class:`~sweeper.run.checkpoint_keeper.CheckpointKeeper` decides, when a trial (re)starts, which checkpoint it
-continues from: the newest *complete* one on storage (:func:`newest_checkpoint`), in its
-own folder or, for a trial of a resumed sweep, in the folder its previous attempt used. Tune
-keeps its own record of a trial's newest checkpoint in its experiment state, which it saves
-every few seconds: a driver killed between two saves left a record one or more checkpoints
-behind, possibly of a folder the manager had deleted already, and restoring it would redo
-epochs or fail. The keeper points Tune at what is really there (``Trial`` internals of Ray
-2.60). This module is what both need: the worker's store and the scan of storage. When a trial has ended (finished, failed), its checkpoints
-are deleted, unless ``hydra.sweeper.keep_finished_checkpoints``.
+In the driver, :class:`~sweeper.run.checkpoint_callback.CheckpointKeeper` decides, when a trial
+(re)starts, which checkpoint it continues from: the newest *complete* one on storage
+(:func:`newest_checkpoint`), in its own folder or, for a trial of a resumed sweep, in the folder
+its previous attempt used. Tune keeps its own record of a trial's newest checkpoint in its
+experiment state, which it saves every few seconds: a driver killed between two saves left a
+record one or more checkpoints behind, possibly of a folder the manager had deleted already, and
+restoring it would redo epochs or fail. The keeper points Tune at what is really there (``Trial``
+internals of Ray 2.60). When a trial has ended (finished, failed), its checkpoints are deleted,
+unless ``hydra.sweeper.keep_finished_checkpoints``. This module is what both need: the worker's
+store and the scan of storage.
 """
 
 from __future__ import annotations
@@ -40,14 +41,13 @@ from sweeper.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
+from sweeper.run.trial_result import TrialResult
 
 if TYPE_CHECKING:
     import pyarrow.fs
 
 log = logging.getLogger(__name__)
 
-#: Key of the result a trial reports with each checkpoint: the checkpoint's step.
-CHECKPOINT_STEP_KEY = "sweeper_checkpoint_step"
 _TUNE_FOLDER = re.compile(r"^checkpoint_(\d+)$")
 
 
@@ -67,7 +67,7 @@ class TuneCheckpoints:
             self._seq = 0 if restored is None else _meta_seq(restored) + 1
         with tempfile.TemporaryDirectory(prefix="sweeper-checkpoint-") as folder:
             write_checkpoint(folder, state, step, self._seq)
-            tune.report({CHECKPOINT_STEP_KEY: step}, checkpoint=tune.Checkpoint.from_directory(folder))
+            tune.report(TrialResult(checkpoint_step=step).to_dict(), checkpoint=tune.Checkpoint.from_directory(folder))
         self._seq += 1
 
     def load(self) -> Any | None:
@@ -95,6 +95,10 @@ def _after_existing_folders() -> None:
     Tune numbers a trial's checkpoint folders from the index its experiment state holds; in a
     sweep resumed after its driver died, that state may lag behind the folders written since,
     and a new checkpoint would be copied over an existing one.
+
+    What it patches: ``current_checkpoint_index`` of the worker's training session storage
+    (``ray.train._internal.session``). Why no public API suffices: Tune numbers checkpoints itself
+    and takes no index. How breakage shows: the resume steps of tests/integration/test_checkpoints.py.
     """
     from ray.train._internal.session import get_session
 
@@ -110,7 +114,7 @@ def storage_filesystem(path: str) -> tuple[pyarrow.fs.FileSystem, str]:
     """The pyarrow file system of a storage path or URI (local, NFS, ``s3://``...) and the path on it."""
     from ray.train._internal.storage import get_fs_and_path
 
-    return get_fs_and_path(path, None)  # type: ignore[no-any-return]
+    return get_fs_and_path(path, None)
 
 
 def _names(fs: pyarrow.fs.FileSystem, folder: str) -> list[str]:

@@ -14,14 +14,22 @@ import logging
 import math
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from sweeper.run.checkpoints import CheckpointSettings
+from sweeper.record.tracker_protocol import Tracker
 from sweeper.run.cluster import tune_experiment_path
 from sweeper.run.resume import Ledger
+from sweeper.run.run_settings import RunSettings
 from sweeper.run.trial import TrialContext
+from sweeper.run.tune_checkpoints import CheckpointSettings
 from sweeper.search.settings import PolicySettings
 from sweeper.search.space import SearchSpace
+
+if TYPE_CHECKING:
+    from sweeper.record.writer_process import WriterStart
+    from sweeper.run.live_map_painter import LiveMaps
+    from sweeper.run.recorder import TrialRecorder
+    from sweeper.run.searcher import MultiverseSearch
 
 log = logging.getLogger(__name__)
 
@@ -32,9 +40,10 @@ class TuneJob:
 
     space: SearchSpace
     settings: PolicySettings
-    metric: str
+    #: The run's settings: the metric, the trials' time limit, the live maps (sweeper.run.live_map_painter).
+    run: RunSettings
     ray_cfg: dict[str, Any]
-    tracker: Any  # sweeper.record.tracking.MLflowTracker
+    tracker: Tracker
     parent_run_id: str
     ctx: TrialContext
     storage_path: str | None  # None: Tune's default (~/ray_results of the node running Tune)
@@ -45,17 +54,21 @@ class TuneJob:
     #: False: a thread (inside a Ray task on the head node, which should not spawn processes).
     writer_process: bool = True
     checkpoints: CheckpointSettings = field(default_factory=CheckpointSettings)
-    live_maps: bool = True  # each GP batch's map on the sweep's run while it runs (sweeper.run.live_maps)
     #: The writer process, forked before the driver started threads (None: spawned here).
-    writer_start: Any = None
+    writer_start: WriterStart | None = None
+
+    @property
+    def metric(self) -> str:
+        """The modelled metric's name."""
+        return self.run.metric
 
 
-def run_tune(job: TuneJob) -> tuple[Any, Any]:
+def run_tune(job: TuneJob) -> tuple[TrialRecorder, MultiverseSearch]:
     """Run the sweep's trials; return the trial recorder and the searcher."""
     from ray import tune
 
     from sweeper.record.writer_process import WriterProcess
-    from sweeper.run.checkpoint_keeper import CheckpointKeeper
+    from sweeper.run.checkpoint_callback import CheckpointKeeper
     from sweeper.run.fault_guard import FaultGuard, tolerate_oom_kills
     from sweeper.run.preemption import Interruption, Preemption
     from sweeper.run.recorder import TrialRecorder
@@ -84,13 +97,13 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     bundle = {k: float(v) for k, v in bundle.items() if v}
     # Trial-level faults (sweeper.run.faults): the time limit in the worker and, as its backstop, in
     # the driver; a worker killed by Ray's memory monitor fails its trial, not the sweep.
-    ctx = replace(job.ctx, trial_timeout_s=settings.trial_timeout_s)
+    ctx = replace(job.ctx, trial_timeout_s=job.run.trial_timeout_s)
     tolerate_oom_kills()
     trainable = tune.with_resources(make_trainable(ctx), tune.PlacementGroupFactory([bundle]))
-    # No Tune logger callbacks: MLflow is the record. Tune's per-trial JSON log duplicated it
-    # (unredacted) and cost about a tenth of the driver's time per trial.
+    # No Tune logger callbacks: MLflow is the record, and Tune's per-trial JSON log would duplicate it
+    # unredacted (NOTE: docs/decisions/0032-no-tune-result-logs.md).
     # The keeper first: the recorder reads which checkpoint a starting trial continues from.
-    callbacks = [keeper, recorder, FaultGuard(job.metric, settings.trial_timeout_s), preemption]
+    callbacks = [keeper, recorder, FaultGuard(job.metric, job.run.trial_timeout_s), preemption]
     _quiet_tune_logs()
     try:
         if job.ledger is not None:
@@ -113,13 +126,13 @@ def run_tune(job: TuneJob) -> tuple[Any, Any]:
     return recorder, searcher
 
 
-def _live_maps(job: TuneJob, writer: Any) -> Any:
+def _live_maps(job: TuneJob, writer: Any) -> LiveMaps | None:
     """The live maps of a GP sweep (None: turned off, or a strategy without a GP)."""
-    from sweeper.run.live_maps import LiveMaps
+    from sweeper.run.live_map_painter import LiveMaps
     from sweeper.search.settings import GP_STRATEGIES
 
     s = job.settings
-    if not job.live_maps or s.strategy not in GP_STRATEGIES or s.num_trials <= s.n_initial:
+    if not job.run.live_maps or s.strategy not in GP_STRATEGIES or s.num_trials <= s.n_initial:
         return None
     last_batch = 1 + (s.num_trials - s.n_initial - 1) // s.batch_size
     try:
@@ -188,7 +201,13 @@ def _restored_tuner(job: TuneJob, trainable: Any, searcher: Any, recorder: Any, 
     run again) and, from Tune's last checkpoint, the searcher's state. Tune would also unpickle
     the callbacks and searcher of the first run; the live ones are put in their place so that
     MLflow writes happen here and the searcher replays what MLflow says was suggested after
-    that checkpoint (Ray has no public hook for this: ``Tuner._local_tuner`` is used).
+    that checkpoint.
+
+    What it patches: the private ``_run_config.callbacks`` and ``_tune_config.search_alg`` of the
+    restored ``Tuner._local_tuner``. Why no public API suffices: ``Tuner.restore`` takes a new
+    trainable and ``param_space`` but neither callbacks nor a search algorithm. How breakage shows:
+    tests/integration/test_resume.py, tests/integration/test_interrupts.py and the resume steps of
+    tests/integration/test_checkpoints.py.
     """
     from ray import tune
 
@@ -203,13 +222,13 @@ def _restored_tuner(job: TuneJob, trainable: Any, searcher: Any, recorder: Any, 
     recorder.adopt(ledger.records(job.space, job.metric))
     path = tune_experiment_path(job.storage_path, job.name)
     tuner = tune.Tuner.restore(path, trainable, resume_unfinished=True, resume_errored=False)
-    internal = tuner._local_tuner  # noqa: SLF001 - see the docstring
-    internal._run_config.callbacks = callbacks  # noqa: SLF001
-    internal._tune_config.search_alg = searcher  # noqa: SLF001
+    internal = tuner._local_tuner  # noqa: SLF001 - restore takes no callbacks nor searcher; test_resume.py
+    internal._run_config.callbacks = callbacks  # noqa: SLF001 - restore takes no callbacks; test_resume.py
+    internal._tune_config.search_alg = searcher  # noqa: SLF001 - restore takes no searcher; test_resume.py
     return tuner
 
 
-def run_on_head(job: TuneJob) -> tuple[Any, Any]:
+def run_on_head(job: TuneJob) -> tuple[TrialRecorder, MultiverseSearch]:
     """:func:`run_tune` as a task on the head node of the cluster this Ray Client is connected to."""
     import ray
 
@@ -217,7 +236,7 @@ def run_on_head(job: TuneJob) -> tuple[Any, Any]:
     return ray.get(remote.remote(job))
 
 
-def _run_tune_logged(job: TuneJob) -> tuple[Any, Any]:
+def _run_tune_logged(job: TuneJob) -> tuple[TrialRecorder, MultiverseSearch]:
     # The sweep's console lines, as Hydra prints them; they reach the client through log_to_driver.
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("[%(asctime)s][HYDRA] %(message)s"))

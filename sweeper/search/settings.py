@@ -8,7 +8,7 @@ own: ``[seed, STREAM_..., ...]`` (see :func:`sweeper.search.design.as_generator`
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
@@ -20,7 +20,6 @@ from sweeper.search.warping import MetricBounds
 #: Key of a trial's config that carries its suggestion's metadata (index, phase, batch, ...). Here,
 #: not in policy.py, so a trial's worker reads it without importing the GP machinery.
 TRIAL_KEY = "sweeper_trial"
-
 
 
 class Strategy(StrEnum):
@@ -62,9 +61,71 @@ def default_num_trials(strategy: str, space: SearchSpace | None, grid_repeats: i
     return size * max(grid_repeats, 1) if size is not None and size <= MAX_GRID else 32
 
 
+def _count_or_none(value: Any, least: int) -> bool:
+    """Whether ``value`` is None or an integer (not a bool) >= ``least``."""
+    return value is None or (not isinstance(value, bool) and isinstance(value, int) and value >= least)
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """One setting's check: ``invalid(settings)`` true means ``key=value is invalid: rule. Try key=fix.``
+
+    ``rule`` and ``fix`` are the text and the value, or functions of the settings that give them.
+    """
+
+    key: str
+    invalid: Callable[[PolicySettings], bool]
+    rule: str | Callable[[PolicySettings], str]
+    fix: Any
+
+    def message(self, settings: PolicySettings, prefix: str) -> str:
+        rule = self.rule(settings) if callable(self.rule) else self.rule
+        return settings.invalid_message(self.key, rule, self.fix(settings) if callable(self.fix) else self.fix, prefix)
+
+
+#: The checks of single settings, in the order their messages are printed.
+_OPTION_RULES = (
+    _Rule("ucb_beta", lambda s: s.ucb_beta < 0, "the exploration weight must be >= 0", 2.0),
+    _Rule("n_candidates", lambda s: s.n_candidates < 1, "the acquisition needs at least 1 candidate", 2048),
+    _Rule("n_integration", lambda s: s.n_integration < 1, "the IVR integral needs at least 1 point", 1024),
+    _Rule("gp_restarts", lambda s: s.gp_restarts < 1, "the GP needs at least 1 optimiser start", 3),
+    _Rule("gp_max_fit_points", lambda s: not _count_or_none(s.gp_max_fit_points, 2),
+          "the hyperparameters need at least 2 points to fit on (null: all)", 300),
+    _Rule("gp_refine_max_points", lambda s: not _count_or_none(s.gp_refine_max_points, 1),
+          "a number of results >= 1 (null: never refine on all)", 1000),
+    _Rule("gp_lengthscale_prior", lambda s: not isinstance(s.gp_lengthscale_prior, bool),
+          "must be true or false (a LogNormal lengthscale prior, MAP fit)", "false"),
+    _Rule("ivr_local_search", lambda s: not isinstance(s.ivr_local_search, bool),
+          "must be true or false (local search around the best IVR candidates)", "false"),
+    _Rule("kernel", lambda s: s.kernel not in KERNELS, f"must be one of {', '.join(KERNELS)}", "matern52-ard"),
+    _Rule("coregion_rank", lambda s: s.coregion_rank < 1,
+          "the coregionalization matrix W Wᵀ + diag(kappa) needs rank >= 1", 1),
+    _Rule("stop_on_identical_failures", lambda s: not _count_or_none(s.stop_on_identical_failures, 0),
+          "a number of trials, an integer >= 0 (0 or null: never stop on identical failures)", 3),
+)
+
+#: The checks of the strategy and its budget, in the order their messages are printed (before the space's).
+_BUDGET_RULES = (
+    _Rule("strategy", lambda s: s.strategy not in STRATEGIES, f"must be one of {', '.join(STRATEGIES)}", "ivr"),
+    _Rule("mode", lambda s: s.mode not in ("max", "min"), "must be max or min", "max"),
+    _Rule("num_trials", lambda s: s.num_trials < 1, "a sweep needs at least 1 trial", 32),
+    _Rule("batch_size", lambda s: s.batch_size < 1, "a batch holds at least 1 point", 8),
+    _Rule("n_initial", lambda s: s.strategy in GP_STRATEGIES and s.n_initial < 1,
+          "the Sobol phase needs at least 1 point (a power of 2 is best)", 8),
+    # num_trials < 1 is reported on its own.
+    _Rule("n_initial", lambda s: s.strategy in GP_STRATEGIES and s.n_initial >= 1 and s.n_initial > s.num_trials >= 1,
+          lambda s: f"the Sobol phase cannot be longer than num_trials={s.num_trials}", lambda s: min(8, s.num_trials)),
+)
+
+
 @dataclass(frozen=True)
 class PolicySettings:
-    """Everything that defines a search besides its space. Field names are the option names."""
+    """Everything that defines a search besides its space. Field names are the option names.
+
+    The sweeper's ``hydra.sweeper.*`` settings (``MultiverseSweeperConf``) declare the same fields with the same
+    defaults, except ``mode`` and ``num_trials`` (null there: resolved by the driver) and ``max_failures``
+    (computed there from ``max_failure_rate``); tests/unit/test_settings_agree.py checks it.
+    """
 
     strategy: str = "ivr"
     mode: str = "max"
@@ -89,25 +150,78 @@ class PolicySettings:
     #: ... and up to this many, the best restart is refined on all results (None: never).
     gp_refine_max_points: int | None = 1000
     #: LogNormal prior on the lengthscales of continuous dims, fitted as MAP (Hvarfner et al. 2024;
-    #: see sweeper.search.gp_fit.dimension_scaled_prior); false fits by maximum likelihood. Off by default: it
-    #: did not make the efficiency benchmark's maps better (bench/efficiency.py).
+    #: see sweeper.search.gp_fit.dimension_scaled_prior); false fits by maximum likelihood. Off by default.
+    #: NOTE: docs/decisions/0029-gp-options-off-by-default.md
     gp_lengthscale_prior: bool = False
     #: IVR only: add local random-search candidates around the best Sobol candidates
-    #: (sweeper.search.acquisition.local_ivr_candidates). Off by default: it helped Hartmann-6 at
-    #: n = 50 and hurt it at n = 30 and on SVC.
+    #: (sweeper.search.acquisition.local_ivr_candidates). Off by default.
+    #: NOTE: docs/decisions/0029-gp-options-off-by-default.md
     ivr_local_search: bool = False
     kernel: str = "matern52-ard"
     coregion_rank: int = 1
     stop_on_bayes_factor: float | None = None
-    #: A trial running longer ends TIMEOUT and counts as failed (None: no limit); see sweeper.run.faults.
-    trial_timeout_s: float | None = None
     #: ``[low, high]`` of the metric (either may be None): the GP models it warped so that its
     #: predictions respect them (sweeper.search.warping, sweeper.search.bounded); None models the raw values.
     metric_bounds: Sequence[float | None] | None = None
 
+    @property
+    def bounds(self) -> MetricBounds | None:
+        """The parsed :attr:`metric_bounds` (None without bounds; ValueError when malformed)."""
+        return MetricBounds.parse(self.metric_bounds)
+
+    def problems(self, space: SearchSpace | None, prefix: str = "") -> list[str]:
+        """List every invalid setting, each naming ``prefix + key``, the value and a fix.
+
+        ``space`` None (it failed to parse) skips the checks that need it. The same as
+        :meth:`search_problems` followed by :meth:`model_problems`.
+        """
+        return [*self.search_problems(space, prefix), *self.model_problems(space, prefix)]
+
+    def search_problems(self, space: SearchSpace | None, prefix: str = "") -> list[str]:
+        """The problems of the strategy, its budget, the space and the GP's options, in this order."""
+        return [*self._broken(_BUDGET_RULES, prefix), *self._space_problems(space, prefix),
+                *self._broken(_OPTION_RULES, prefix)]
+
+    def model_problems(self, space: SearchSpace | None, prefix: str = "") -> list[str]:
+        """The problems of the metric's bounds and of the Bayes-factor stop, in this order."""
+        found = []
+        try:
+            self.bounds  # noqa: B018 - parses, or says why not
+        except ValueError as exc:
+            found.append(f"{prefix}metric_bounds={self.metric_bounds!r} is invalid: {exc}. "
+                         f"Try {prefix}metric_bounds=[0,1] for an accuracy, [0,null] for a loss, or null.")
+        threshold = self.stop_on_bayes_factor
+        if threshold is not None and not threshold > 1:
+            found.append(self.invalid_message("stop_on_bayes_factor",
+                                              "the sweep stops once K > T or K < 1/T, so T must be > 1", 10, prefix))
+        elif threshold is not None and space is not None and space.d < 2:
+            found.append(f"{prefix}stop_on_bayes_factor={threshold!r} needs at least 2 dimensions (it tests whether "
+                         f"they interact); the space has {space.d}. Try {prefix}stop_on_bayes_factor=null.")
+        return found
+
+    def invalid_message(self, key: str, rule: str, fix: Any, prefix: str) -> str:
+        """``prefix+key=value is invalid: rule. Try prefix+key=fix.``"""
+        return f"{prefix}{key}={getattr(self, key)!r} is invalid: {rule}. Try {prefix}{key}={fix}."
+
+    def _broken(self, rules: Sequence[_Rule], prefix: str) -> list[str]:
+        """The message of each rule ``self`` breaks, in the rules' order."""
+        return [r.message(self, prefix) for r in rules if r.invalid(self)]
+
+    def _space_problems(self, space: SearchSpace | None, prefix: str) -> list[str]:
+        """The grid's problems (strategy grid) or a stray ``grid_repeats``, then an empty space."""
+        found = []
+        if self.strategy == "grid" and space is not None:
+            found += self._grid_problems(space, prefix)
+        elif self.grid_repeats != 1:
+            found.append(self.invalid_message("grid_repeats", "the grid strategy alone repeats its grid", 1, prefix))
+        if space is not None and space.d == 0:
+            found.append("the search space has no dimension to search: give one in hydra.sweeper.params "
+                         "or on the command line, e.g. C='tag(log, interval(1e-3, 1e3))'.")
+        return found
+
     def _grid_problems(self, space: SearchSpace, prefix: str) -> list[str]:
         """What keeps the grid strategy from running every point of ``space``'s grid ``grid_repeats`` times."""
-        floats = [d.name for d, lv in zip(space.dims, space.levels()) if lv is None]
+        floats = [d.name for d, lv in zip(space.dims, space.levels(), strict=True) if lv is None]
         if floats:
             return [f"{prefix}strategy='grid' needs every dimension discrete, but {', '.join(floats)} "
                     f"{'is a float interval' if len(floats) == 1 else 'are float intervals'}: make it "
@@ -128,86 +242,3 @@ class PolicySettings:
             fix += f" (or {prefix}grid_repeats={self.num_trials // size} to run the whole grid that many times)"
         return [f"{prefix}num_trials={self.num_trials} is invalid with strategy=grid, which runs each point "
                 f"of its grid once: the grid has {size} points{runs}: {fix}."]
-
-    @property
-    def bounds(self) -> MetricBounds | None:
-        """The parsed :attr:`metric_bounds` (None without bounds; ValueError when malformed)."""
-        return MetricBounds.parse(self.metric_bounds)
-
-    def problems(self, space: SearchSpace | None, prefix: str = "") -> list[str]:
-        """List every invalid setting, each naming ``prefix + key``, the value and a fix.
-
-        ``space`` None (it failed to parse) skips the checks that need it.
-        """
-        p: list[str] = []
-
-        def bad(key: str, rule: str, fix: Any) -> None:
-            p.append(f"{prefix}{key}={getattr(self, key)!r} is invalid: {rule}. Try {prefix}{key}={fix}.")
-
-        if self.strategy not in STRATEGIES:
-            bad("strategy", f"must be one of {', '.join(STRATEGIES)}", "ivr")
-        if self.mode not in ("max", "min"):
-            bad("mode", "must be max or min", "max")
-        if self.num_trials < 1:
-            bad("num_trials", "a sweep needs at least 1 trial", 32)
-        if self.batch_size < 1:
-            bad("batch_size", "a batch holds at least 1 point", 8)
-        if self.strategy in GP_STRATEGIES:
-            if self.n_initial < 1:
-                bad("n_initial", "the Sobol phase needs at least 1 point (a power of 2 is best)", 8)
-            elif self.n_initial > self.num_trials >= 1:  # num_trials < 1 is reported on its own
-                bad("n_initial", f"the Sobol phase cannot be longer than num_trials={self.num_trials}",
-                    min(8, self.num_trials))
-        if self.strategy == "grid" and space is not None:
-            p.extend(self._grid_problems(space, prefix))
-        elif self.grid_repeats != 1:
-            bad("grid_repeats", "the grid strategy alone repeats its grid", 1)
-        if space is not None and space.d == 0:
-            p.append(
-                "the search space has no dimension to search: give one in hydra.sweeper.params "
-                "or on the command line, e.g. C='tag(log, interval(1e-3, 1e3))'."
-            )
-        if self.ucb_beta < 0:
-            bad("ucb_beta", "the exploration weight must be >= 0", 2.0)
-        if self.n_candidates < 1:
-            bad("n_candidates", "the acquisition needs at least 1 candidate", 2048)
-        if self.n_integration < 1:
-            bad("n_integration", "the IVR integral needs at least 1 point", 1024)
-        if self.gp_restarts < 1:
-            bad("gp_restarts", "the GP needs at least 1 optimiser start", 3)
-        if self.gp_max_fit_points is not None and (isinstance(self.gp_max_fit_points, bool)
-                                                   or not isinstance(self.gp_max_fit_points, int)
-                                                   or self.gp_max_fit_points < 2):
-            bad("gp_max_fit_points", "the hyperparameters need at least 2 points to fit on (null: all)", 300)
-        if self.gp_refine_max_points is not None and (isinstance(self.gp_refine_max_points, bool)
-                                                      or not isinstance(self.gp_refine_max_points, int)
-                                                      or self.gp_refine_max_points < 1):
-            bad("gp_refine_max_points", "a number of results >= 1 (null: never refine on all)", 1000)
-        if not isinstance(self.gp_lengthscale_prior, bool):
-            bad("gp_lengthscale_prior", "must be true or false (a LogNormal lengthscale prior, MAP fit)", "false")
-        if not isinstance(self.ivr_local_search, bool):
-            bad("ivr_local_search", "must be true or false (local search around the best IVR candidates)", "false")
-        if self.kernel not in KERNELS:
-            bad("kernel", f"must be one of {', '.join(KERNELS)}", "matern52-ard")
-        if self.coregion_rank < 1:
-            bad("coregion_rank", "the coregionalization matrix W Wᵀ + diag(kappa) needs rank >= 1", 1)
-        k = self.stop_on_identical_failures
-        if k is not None and (isinstance(k, bool) or not isinstance(k, int) or k < 0):
-            bad("stop_on_identical_failures", "a number of trials, an integer >= 0 (0 or null: never stop on "
-                "identical failures)", 3)
-        if self.trial_timeout_s is not None and not (isinstance(self.trial_timeout_s, int | float)
-                                                     and 0 < self.trial_timeout_s < math.inf):
-            bad("trial_timeout_s", "a trial's time limit is a positive number of seconds (null: no limit)", 3600)
-        try:
-            self.bounds  # noqa: B018 - parses, or says why not
-        except ValueError as exc:
-            p.append(f"{prefix}metric_bounds={self.metric_bounds!r} is invalid: {exc}. "
-                     f"Try {prefix}metric_bounds=[0,1] for an accuracy, [0,null] for a loss, or null.")
-        if self.stop_on_bayes_factor is not None:
-            if not self.stop_on_bayes_factor > 1:
-                bad("stop_on_bayes_factor", "the sweep stops once K > T or K < 1/T, so T must be > 1", 10)
-            elif space is not None and space.d < 2:
-                p.append(f"{prefix}stop_on_bayes_factor={self.stop_on_bayes_factor!r} needs at least 2 "
-                         f"dimensions (it tests whether they interact); the space has {space.d}. "
-                         f"Try {prefix}stop_on_bayes_factor=null.")
-        return p
