@@ -80,7 +80,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--mc", type=int, default=1024, help="Sobol integration points (default 1024)")
     parser.add_argument("--batch", type=int, default=32, help="greedy batch size (default 32)")
     parser.add_argument("--restarts", type=int, default=3, help="GP fit restarts (the sweeper's default)")
-    parser.add_argument("--max-fit-points", type=int, default=300, help="the searcher's gp_max_fit_points (default 300)")
+    parser.add_argument("--max-fit-points", type=int, default=300,
+                        help="the searcher's gp_max_fit_points (default 300)")
     parser.add_argument("--refine-max-points", type=int, default=1000,
                         help="the searcher's gp_refine_max_points (default 1000)")
     parser.add_argument("--exact-fit-max-n", type=int, default=800,
@@ -335,7 +336,8 @@ def acquisition_markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -
         return ("" if r.get("emukit_whole") and key.startswith("emukit") else "≈") + fmt(r.get(key))
 
     header = ["n", "d", "refit s (searcher, cold)", "warm refit s (searcher in a sweep)", "exact fit s", "ours 1 s",
-              f"ours {q} s", f"cold refit + ours {q} s", f"warm refit + ours {q} s", "Emukit 1 s", f"Emukit {q} s", "BoTorch 1 s", f"BoTorch {q} s",
+              f"ours {q} s", f"cold refit + ours {q} s", f"warm refit + ours {q} s", "Emukit 1 s", f"Emukit {q} s",
+              "BoTorch 1 s", f"BoTorch {q} s",
               f"speed-up {q} vs Emukit", "vs BoTorch", "same picks (Emukit)", "criterion rel. diff Emukit / BoTorch",
               "IPV before", "IPV ours", "IPV Emukit", "IPV BoTorch"]
     table = []

@@ -181,7 +181,8 @@ def time_report(args: argparse.Namespace, folder: Path) -> dict[str, Any]:
         shutil.rmtree(out, ignore_errors=True)
     print("sweeper report --bounds 0 1 ...", flush=True)
     bounded_s = _report_once(uri, folder / "report-bounded", "--bounds", "0", "1")
-    bounded_build_s = json.loads((folder / "report-bounded" / "summary.json").read_text(encoding="utf-8")).get("build_s")
+    bounded_summary = (folder / "report-bounded" / "summary.json").read_text(encoding="utf-8")
+    bounded_build_s = json.loads(bounded_summary).get("build_s")
     shutil.rmtree(folder / "report-bounded", ignore_errors=True)
     return {"trials": n_loaded, "write_s": write_s, "load_s": load_s, "load_search_runs_s": search_s,
             "report_s": median(times), "report_runs": times, "build_s": summary.get("build_s"),

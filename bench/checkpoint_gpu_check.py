@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
 import json
 import os
 import pickle
@@ -175,10 +176,8 @@ def kill_and_resume(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     while True:  # every trial has saved two checkpoints (steps 0 and 1) on storage
         steps = collections.defaultdict(lambda: -1)
         for meta in (tmp / name).glob("tune/trial_*/checkpoint_*/checkpoint.json"):
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 steps[meta.parts[-3]] = max(steps[meta.parts[-3]], json.loads(meta.read_text())["step"])
-            except (OSError, ValueError):
-                pass
         if len(steps) == args.trials and min(steps.values()) >= 1:
             break
         if proc.poll() is not None or time.monotonic() > deadline:

@@ -29,7 +29,8 @@ is a prefix of that run: each strategy picks its points one after another):
 - ``emukit``: Emukit's ``ExperimentalDesignLoop`` with ``IntegratedVarianceReduction``
   (1024 Sobol integration points) on ``GPyModelWrapper(GPRegression(Matern52 ARD,
   normalizer=True))``, ``GradientAcquisitionOptimizer`` with 250 random anchors
-  (default 1000, which Emukit scores one at a time: 5 minutes per run) then L-BFGS-B, one point per iteration, model re-optimised every iteration;
+  (default 1000, which Emukit scores one at a time: 5 minutes per run) then L-BFGS-B, one
+  point per iteration, model re-optimised every iteration;
 - ``botorch``: ``SingleTaskGP`` (BoTorch's defaults, ``Standardize`` outcome transform)
   fitted with ``fit_gpytorch_mll`` every iteration, ``qNegIntegratedPosteriorVariance``
   (512 of the Sobol integration points) maximised with ``optimize_acqf`` (q=1, 4 restarts,
@@ -110,7 +111,8 @@ MODEL_FREE = ("sobol", "random", "ucb")  # no map of their own: scored by the sh
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--functions", nargs="+", default=list(FUNCTIONS), choices=FUNCTIONS)
     parser.add_argument("--strategies", nargs="+", default=list(STRATEGIES), choices=STRATEGIES)
-    parser.add_argument("--n", type=int, nargs="+", default=list(N_DEFAULT), help="trials scored (default 10 20 30 50 100)")
+    parser.add_argument("--n", type=int, nargs="+", default=list(N_DEFAULT),
+                        help="trials scored (default 10 20 30 50 100)")
     parser.add_argument("--seeds", type=int, default=5, help="seeds 0..S-1 (default 5)")
     parser.add_argument("--botorch-max-n", type=int, default=None,
                         help="stop BoTorch at this many trials (its IVR costs seconds per step); default: max of --n")
@@ -320,7 +322,8 @@ def one_run(function: str, strategy: str, seed: int, ns: list[int],
     return result
 
 
-def shared_surrogate_mean(X: NDArray[np.float64], y: NDArray[np.float64], X_test: NDArray[np.float64]) -> NDArray[np.float64]:
+def shared_surrogate_mean(X: NDArray[np.float64], y: NDArray[np.float64],
+                          X_test: NDArray[np.float64]) -> NDArray[np.float64]:
     """The yardstick: plain ``fit_gp`` (Matern-5/2 ARD, 3 restarts, seed 0), posterior mean."""
     from sweeper.search.gp_fit import fit_gp
 
@@ -400,7 +403,7 @@ def emukit_points(d: int, seed: int, n: int, f: Callable[..., Any], ns: list[int
     # 3 ms each through GPy), which made a 100-trial run take 5 minutes.
     optimizer = GradientAcquisitionOptimizer(space, num_samples=EMUKIT_ANCHORS)
     loop = ExperimentalDesignLoop(space, model, acquisition, acquisition_optimizer=optimizer)
-    user_function = lambda x: f(x)[:, None]  # noqa: E731
+    user_function = lambda x: f(x)[:, None]  # noqa: E731 - a one-line adapter to Emukit's (n, 1) outputs
     done = N_INITIAL
     for target in sorted(m for m in ns if m > N_INITIAL):
         loop.run_loop(user_function, target - done)  # ends by refitting the model on every point
@@ -530,8 +533,10 @@ def efficiency_markdown(rows: list[dict[str, Any]], args: argparse.Namespace) ->
     note = (f"Every model-based strategy starts from the same {N_INITIAL} Sobol points; "
             f"integration points: {N_INTEGRATION} Sobol. ours: policy defaults (IVR, batches of 8, 2048 "
             f"candidates, the rest of a batch re-planned when a result arrives; trials of {TRIAL_SECONDS:g} s "
-            f"simulated); ours-b1: batches of 1. BoTorch steps seeded by index (resumable). Emukit: ExperimentalDesignLoop + IntegratedVarianceReduction, "
-            f"GPy Matern52 ARD, GradientAcquisitionOptimizer(num_samples={EMUKIT_ANCHORS}). BoTorch: SingleTaskGP + Standardize, "
+            f"simulated); ours-b1: batches of 1. BoTorch steps seeded by index (resumable). "
+            f"Emukit: ExperimentalDesignLoop + IntegratedVarianceReduction, "
+            f"GPy Matern52 ARD, GradientAcquisitionOptimizer(num_samples={EMUKIT_ANCHORS}). "
+            f"BoTorch: SingleTaskGP + Standardize, "
             f"qNegIntegratedPosteriorVariance ({BOTORCH_INTEGRATION} integration points), optimize_acqf(q=1, "
             f"num_restarts={BOTORCH_RESTARTS}, raw_samples={BOTORCH_RAW_SAMPLES}); BoTorch stopped at n="
             f"{args.botorch_max_n or max(args.n)}.")

@@ -61,7 +61,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="checkout whose sweeper runs the sweeps and analyses (default: this one)")
     parser.add_argument("--results-name", default="fidelity", help="bench/results/NAME.md/.json")
     parser.add_argument("--keep", type=Path, default=None, help="keep the sweeps' folders here")
-    parser.add_argument("--smoke", action="store_true", help="the demo's SVC map, one seed (~1 min): a check that it runs")
+    parser.add_argument("--smoke", action="store_true",
+                        help="the demo's SVC map, one seed (~1 min): a check that it runs")
 
 
 def run(args: argparse.Namespace) -> None:
@@ -168,14 +169,14 @@ def _point(space: Any, row: dict[str, Any]) -> dict[str, Any]:
     for part in filter(None, (facet if isinstance(facet, str) else "").split(", ")):
         key, _, value = part.partition("=")
         dim = next(d for d in space.dims if d.name == key)
-        point[key] = next(c for c, s in zip(dim.choices, dim.choice_strings) if s == value)  # type: ignore[union-attr]
+        point[key] = next(c for c, s in zip(dim.choices, dim.choice_strings, strict=True) if s == value)
     for dim in space.dims:
         if dim.name in row and not isinstance(dim, ChoiceDim):
             value = row[dim.name]
             if isinstance(dim, IntDim):
                 point[dim.name] = int(np.clip(round(value), dim.low, dim.high))  # an older map's continuous axis
             else:  # a float axis' ends may be off by a rounding error
-                point[dim.name] = float(np.clip(value, dim.low, dim.high))  # type: ignore[union-attr]
+                point[dim.name] = float(np.clip(value, dim.low, dim.high))
     return point
 
 
@@ -187,7 +188,7 @@ def fidelity_markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> s
     for r in rows:
         ok = (r["curve_max_dev"] <= CURVE_GOAL, r["curve_in_band"] >= BAND_GOAL, lo <= r["map_coverage"] <= hi,
               r["shown_min"] >= 0.0 and r["shown_max"] <= 1.0)
-        mark = lambda good: "" if good else " ✗"  # noqa: E731
+        mark = lambda good: "" if good else " ✗"  # noqa: E731 - a one-line cell marker
         table.append([r["map"], str(r["seed"]), f"{r['curve_max_dev']:.3f} ({r['curve_worst_n']}){mark(ok[0])}",
                       f"{r['curve_in_band']:.0%}{mark(ok[1])}", f"{r['map_coverage']:.1%}{mark(ok[2])}",
                       fmt(r["map_rmse"]), f"{r['shown_min']:.3f} … {r['shown_max']:.3f}{mark(ok[3])}",

@@ -48,6 +48,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import hashlib
+import itertools
 import json
 import math
 import os
@@ -222,13 +223,13 @@ def job_environment(p: dict[str, Any]) -> dict[str, Any]:
                 row["deterministic_probes"] = _deterministic_probes(torch, in_force.device)
         except EnvironmentSettingError as exc:
             row["raised"] = f"EnvironmentSettingError: {exc}"
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - any failure of a setting is recorded as its finding
             row.update(_err(exc))
         out["settings"].append(row)
     if p.get("conditions"):
         try:
             out["conditions"] = capture_conditions(str(REPO))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a failed capture is recorded as its finding
             out["conditions"] = _err(exc)
     return out
 
@@ -257,7 +258,7 @@ def job_models(p: dict[str, Any]) -> dict[str, Any]:
                            seconds=time.perf_counter() - t0,
                            param_dtype=str(next(model.parameters()).dtype),
                            param_device=str(next(model.parameters()).device))
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - a failed training run is recorded as its finding
                 row.update(_err(exc))
             rows.append(row)
     # The on-disk path (tiny_imagenet's ImageFolder): a torch Dataset goes through a DataLoader with
@@ -274,7 +275,7 @@ def job_models(p: dict[str, Any]) -> dict[str, Any]:
             m = train(model, train_split, test_split, optimizer=OptimizerSpec("sgd", lr=0.05), batch_size=64,
                       epochs=2, device=env.device, seed=0, num_workers=2)
             loader[kind] = {**m, "weights_sha256": _digest(model.state_dict())}
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - a failed loader run is recorded as its finding
             loader[kind] = _err(exc)
     if all("weights_sha256" in v for v in loader.values()):
         loader["identical"] = loader["Dataset again"]["weights_sha256"] == loader["Dataset"]["weights_sha256"]
@@ -294,18 +295,19 @@ def job_train(p: dict[str, Any]) -> dict[str, Any]:
     plan = [(p["before"], False)] if p.get("before") else []
     plan += [(p["preset"], True)] * p["reps"]
     first_state = None
-    for i, (preset, kept) in enumerate(plan):
+    for preset, kept in plan:
         env = apply_environment(_env(preset, p["device"]))
         torch.manual_seed(0)  # as experiments/train.py's _fresh_model does
         model = build_model(w["model"], data.num_classes, data.channels, data.image_size)
         marks: list[float] = []
         m = train(model, data.train, data.test, optimizer=OptimizerSpec("sgd", lr=0.05, momentum=0.9),
                   batch_size=w["batch_size"], epochs=p["epochs"] or w["epochs"], device=env.device,
-                  amp=p["amp"], augment=w["augment"], seed=0, on_epoch=lambda e, _m: marks.append(time.perf_counter()))
+                  amp=p["amp"], augment=w["augment"], seed=0,
+                  on_epoch=lambda _e, _m, marks=marks: marks.append(time.perf_counter()))
         if env.device == "cuda":
             torch.cuda.synchronize()
         epochs = len(marks)
-        later = [b - a for a, b in zip(marks, marks[1:])]
+        later = [b - a for a, b in itertools.pairwise(marks)]
         first = m["epoch_s"] * epochs - sum(later)
         if not kept:
             out["before"] = {"preset": preset, "train_loss": m["train_loss"]}
@@ -405,7 +407,7 @@ def worker(spec: str, result_file: str) -> None:
     p = json.loads(spec)
     try:
         result = {"ok": True, **JOBS[p["job"]](p)}
-    except Exception as exc:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - the worker reports any failure back to the driver
         result = {"ok": False, **_err(exc)}
     Path(result_file).write_text(json.dumps(result, default=str))
 
@@ -582,7 +584,7 @@ class Driver:
 
     def ray(self) -> None:
         try:
-            import ray  # noqa: F401
+            import ray  # noqa: F401 - only checks that Ray imports
         except ImportError as exc:
             self.results["sections"]["ray"] = {"ok": False, "error": f"skipped: ray cannot be imported ({exc})"}
             return
@@ -658,7 +660,7 @@ def main() -> int:
         print(f"== {name}", flush=True)
         try:
             getattr(d, name)()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - one failed section must not stop the others
             d.results["sections"][name] = {"ok": False, **_err(exc)}
         d.save()
     print(markdown(d.results))

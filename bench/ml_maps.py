@@ -35,7 +35,8 @@ nodes of continuous dims and reads integer and categorical dims exactly; :func:`
 is the expected best score of random search (Dodge et al. 2019) under the sweeper's own
 uniform draw of the space, from ``TRUTH_DRAWS`` points looked up in the grid.
 
-    python -m bench.ml_maps --maps hgb sgd        # recompute grids (svm 30 s, hgb 5 min, sgd 3 min, wine 5 s on 2 cores)
+    # recompute grids (svm 30 s, hgb 5 min, sgd 3 min, wine 5 s on 2 cores)
+    python -m bench.ml_maps --maps hgb sgd
 """
 
 from __future__ import annotations
@@ -173,7 +174,7 @@ def compute_grid(m: MLMap, log_every: int = 100) -> dict[str, Any]:
     values = np.empty([a.size for a in axes])
     started = time.perf_counter()
     for k, index in enumerate(itertools.product(*(range(a.size) for a in axes))):
-        u = np.array([a[i] for a, i in zip(axes, index)])
+        u = np.array([a[i] for a, i in zip(axes, index, strict=True)])
         values[index] = m.score(space.from_unit(u[None, :])[0])
         if log_every and (k + 1) % log_every == 0:
             print(f"  {m.name}: {k + 1}/{values.size} fits, {time.perf_counter() - started:.0f} s", flush=True)
@@ -206,7 +207,7 @@ def truth_at(name: str, U: ArrayLike) -> NDArray[np.float64]:
     for key in {tuple(row) for row in idx.tolist()}:
         rows = np.all(idx == np.array(key), axis=1) if disc else np.ones(U.shape[0], dtype=bool)
         sl = [slice(None)] * space.d
-        for i, k in zip(disc, key):
+        for i, k in zip(disc, key, strict=True):
             sl[i] = k
         sub = values[tuple(sl)]
         if cont:

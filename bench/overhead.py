@@ -210,7 +210,7 @@ def mlflow_alone(n_runs: int, tmp: Path, payload: dict[str, int]) -> dict[str, A
         t3 = time.perf_counter()
         tracker.finish(run_id)
         t4 = time.perf_counter()
-        for key, seconds in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0)):
+        for key, seconds in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0), strict=True):
             parts[key].append(seconds)
     cpu_ms = 1e3 * (time.process_time() - cpu) / n_runs
     total = parts["total"]
@@ -231,8 +231,8 @@ def searcher_time(n: int, concurrency: int) -> dict[str, Any]:
     separately by wrapping the functions the policy calls. GPy is imported before timing
     (the real driver pays that once, at its first GP ask).
     """
+    import sweeper.search.design_source as design_source_module
     import sweeper.search.gp_batch as gp_batch_module
-    import sweeper.search.policy as policy_module
     from sweeper.search.gp_fit import fit_gp
     from sweeper.search.grammar import parse_specs
     from sweeper.search.policy import MultiversePolicy
@@ -251,8 +251,8 @@ def searcher_time(n: int, concurrency: int) -> dict[str, Any]:
                 spent[name].append(time.perf_counter() - t)
         return wrapper
 
-    # Where the policy calls them: its own module (the Sobol design) and its GP step's.
-    originals = {(module, name): getattr(module, name) for module in (policy_module, gp_batch_module)
+    # Where the policy's point sources call them: the design source (the Sobol design) and the GP batch.
+    originals = {(module, name): getattr(module, name) for module in (design_source_module, gp_batch_module)
                  for name in spent if hasattr(module, name)}
     for (module, name), fn in originals.items():
         setattr(module, name, timed(name, fn))
@@ -318,7 +318,7 @@ def live_maps_submit_cost(n_trials: int = 64, repeats: int = 50) -> dict[str, An
 
     The painter runs as in a sweep (a spawned process); its maps go to a writer that drops them.
     """
-    from sweeper.run.live_maps import LiveMaps
+    from sweeper.run.live_map_painter import LiveMaps
     from sweeper.search.grammar import parse_specs
     from sweeper.search.policy import MultiversePolicy
     from sweeper.search.settings import PolicySettings
@@ -360,7 +360,7 @@ def live_maps_markdown(live: dict[str, Any], args: argparse.Namespace) -> str:
                          "—" if name == "off" else f"{fmt(median([r['live_maps'] for r in results]), 2)}",
                          fmt(median(cpu)) if cpu else "—"])
         on, off = variants["on"], variants["off"]
-        paired = ", ".join(fmt(a["span_s"] / b["span_s"], 3) for a, b in zip(on, off))
+        paired = ", ".join(fmt(a["span_s"] / b["span_s"], 3) for a, b in zip(on, off, strict=True))
         ratios.append([f"{kind}: live maps on / off — target ≤ 1.05×",
                        fmt(_med(on, "span_s") / _med(off, "span_s"), 3) + "×",
                        fmt(_med(on, "wall_s") / _med(off, "wall_s"), 3) + "×", paired])
@@ -456,7 +456,7 @@ def profile_trial(n: int) -> dict[str, Any]:
     stats = pstats.Stats(profiler)
     groups = []
     for label, file_suffix, func in PROFILE_GROUPS:
-        ct = sum(v[3] for (f, _, name), v in stats.stats.items()  # type: ignore[attr-defined]
+        ct = sum(v[3] for (f, _, name), v in stats.stats.items()  # type: ignore[attr-defined]  # pstats' raw table
                  if name == func and f.replace(os.sep, "/").endswith(file_suffix))
         groups.append({"part": label, "ms_per_trial": 1e3 * ct / n})
     out = io.StringIO()
@@ -473,16 +473,18 @@ def _trial_context(hydra_context: Any, cfg: Any, task: Any) -> Any:
     from omegaconf import OmegaConf
 
     from sweeper.run.hydra_sweeper import SweeperImpl
+    from sweeper.run.sweep_validation import checked_composer
     from sweeper.run.trial import TrialContext
 
-    impl = SweeperImpl(**OmegaConf.to_container(cfg.hydra.sweeper, resolve=True))  # type: ignore[arg-type]
+    settings = OmegaConf.to_container(cfg.hydra.sweeper, resolve=True)
+    impl = SweeperImpl(**settings)  # type: ignore[arg-type]  # the container of a DictConfig is a dict
     impl.setup(hydra_context=hydra_context, task_function=task, config=cfg)
-    space, _ = impl._validate([])
+    valid = impl._validate([])
     fields = {f.name for f in dataclasses.fields(TrialContext)}
     kwargs = {"hydra_context": hydra_context, "task_function": task, "singleton_state": Singleton.get_state(),
-              "space": space, "metric": impl.metric, "code_dir": str(APPS), "master_config": cfg}
+              "space": valid.space, "metric": impl.run.metric, "code_dir": str(APPS), "master_config": cfg}
     if "composer" in fields:  # composition strategy decided in the driver (sweeper.run.compose)
-        kwargs["composer"] = impl._composer(space)
+        kwargs["composer"] = checked_composer(hydra_context, cfg, valid.space)
     return TrialContext(**{k: v for k, v in kwargs.items() if k in fields})
 
 

@@ -6,6 +6,7 @@ produced it, so both go at the top of every ``bench/results/<name>.md`` and into
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -42,10 +43,8 @@ def machine() -> dict[str, Any]:
         "packages": {},
     }
     for name in PACKAGES:
-        try:
+        with contextlib.suppress(metadata.PackageNotFoundError):
             info["packages"][name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            pass
     try:
         from threadpoolctl import threadpool_info
 

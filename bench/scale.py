@@ -59,7 +59,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-fit-points", type=int, nargs="+", default=[300],
                         help="subset sizes M of the restarts to compare (default 300, the searcher's default)")
     parser.add_argument("--refine-max-points", type=int, default=1000,
-                        help="refine a subset fit on all n points up to this n (default 1000, the searcher's); 0: never")
+                        help="refine a subset fit on all n points up to this n "
+                             "(default 1000, the searcher's); 0: never")
     parser.add_argument("--exact-max-n", type=int, default=1000,
                         help="fit the exact GP up to this n (default 1000; it takes minutes above)")
     parser.add_argument("--restarts", type=int, default=3, help="GP fit restarts (the searcher's default)")
@@ -121,7 +122,7 @@ def measure(name: str, n: int, max_fit_points: int, args: argparse.Namespace) ->
                 exact_fit_s.append(time.perf_counter() - t)
                 nrmse_exact.append(normalised_rmse(exact, X_test, f_test))
             loss.append(nrmse[-1] / nrmse_exact[-1] - 1.0)
-    suggestion_s = [a + b for a, b in zip(fit_s, batch_s)]
+    suggestion_s = [a + b for a, b in zip(fit_s, batch_s, strict=True)]
     return {
         "function": name, "d": d, "n": n, "max_fit_points": max_fit_points, "subset": n > max_fit_points,
         "refined": max_fit_points < n <= args.refine_max_points,

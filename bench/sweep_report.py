@@ -10,7 +10,8 @@ leaves, ~30 tags and 3 metrics; 2 % failed trials; a block of repeated measureme
 under two thread counts and 4 seeds (a QRA group and a paired environment comparison).
 
 Measured: (1) ``load_sweep`` of ``--load-trials`` runs (default 2,000): once in a fresh
-interpreter (importing mlflow and pandas included), then in-process, best of ``--repeats``; (2) ``python -m sweeper.cli report`` on ``--report-trials`` runs
+interpreter (importing mlflow and pandas included), then in-process, best of ``--repeats``;
+(2) ``python -m sweeper.cli report`` on ``--report-trials`` runs
 (default 1,000), wall time of the whole command (interpreter start, imports, loading,
 the GP surrogate, figures, writing and logging every file as an artifact).
 

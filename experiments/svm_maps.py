@@ -48,13 +48,13 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))  # experiments/ is not a package: import svm.py's fit directly
 
-from svm import svc_scores  # noqa: E402
+from svm import svc_scores  # noqa: E402 - svm.py is found through sys.path, set just above
 
-from sweeper.analysis.multiverse import axis_values, contour_map, fit_multiverse  # noqa: E402
-from sweeper.analysis.plotting import _new_figure  # noqa: E402
-from sweeper.analysis.runs import load_sweep  # noqa: E402
-from sweeper.record.tracking_uri import absolute_tracking_uri  # noqa: E402
-from sweeper.report.build import trial_points  # noqa: E402
+from sweeper.analysis.multiverse import axis_values, contour_map, fit_multiverse  # noqa: E402 - below the sys.path line
+from sweeper.analysis.plotting import _new_figure  # noqa: E402 - below the sys.path line
+from sweeper.analysis.runs import load_sweep  # noqa: E402 - below the sys.path line
+from sweeper.record.tracking_uri import absolute_tracking_uri  # noqa: E402 - below the sys.path line
+from sweeper.report.build_report import trial_points  # noqa: E402 - below the sys.path line
 
 STRATEGIES = ("ivr", "ucb")
 APP = HERE / "svm.py"

@@ -20,7 +20,8 @@ and augmentation generators, every RNG; ``vision.loop.loop_state``) is saved wit
 resumed or preempted) continues after its last saved epoch; under ``env=reproducible`` it
 ends bit-identical to one that never stopped. Outside a sweep the checkpoints go to the job's
 output directory (``hydra.run.dir``), so running the same command with the same
-``hydra.run.dir`` continues an interrupted run. ``checkpoint=false`` saves none. The environment (seed, threads, deterministic algorithms, device) is applied
+``hydra.run.dir`` continues an interrupted run. ``checkpoint=false`` saves none. The
+environment (seed, threads, deterministic algorithms, device) is applied
 first, by ``sweeper.environment.apply_environment``: the sweeper has already applied it
 in the worker, and applying it again is harmless, so a single run without the sweeper
 behaves the same. A training whose loss becomes NaN raises ``TrainingDiverged``: the
@@ -67,7 +68,7 @@ def main(cfg: DictConfig) -> dict[str, float]:
     data = load_dataset(cfg.data.name, to_absolute_path(cfg.data.root), split_seed=cfg.data.split_seed,
                         subset=cfg.data.subset, image_size=cfg.data.image_size, verify_md5=cfg.data.verify_md5)
     log.info("%s: %d train / %d test examples, %d classes, %dx%dx%d, device %s, seed %d",
-             data.name, len(data.train), len(data.test),  # type: ignore[arg-type]
+             data.name, len(data.train), len(data.test),  # type: ignore[arg-type]  # torch's Dataset has no __len__
              data.num_classes, data.channels, data.image_size, data.image_size, env.device, env.seed)
     if cfg.task == "train":
         result = train_once(cfg, data, env.device, env.seed)

@@ -147,7 +147,7 @@ def _split(x: torch.Tensor, y: np.ndarray, split_seed: int) -> tuple[TensorSplit
 
 
 def _take_subset(data: ImageData, subset: int, seed: int) -> ImageData:
-    n = len(data.train)  # type: ignore[arg-type]
+    n = len(data.train)  # type: ignore[arg-type]  # torch's Dataset type has no __len__; every split here has one
     if subset < 1:
         raise ValueError(f"data.subset={subset} is invalid: keep at least 1 training example, or data.subset=null "
                          f"for all {n}.")

@@ -115,7 +115,7 @@ def train(model: nn.Module, train_split: Split, test_split: Split, *, optimizer:
     if amp and not use_amp:
         log.warning("amp=true has no effect on device %s: training in float32", device)
     model.to(device)
-    opt = make_optimizer(model.parameters(), optimizer)  # type: ignore[arg-type]
+    opt = make_optimizer(model.parameters(), optimizer)
     scaler = torch.amp.GradScaler("cuda", enabled=use_amp)
     order = torch.Generator().manual_seed(seed)
     shifts = torch.Generator(device=device).manual_seed(seed + 1)

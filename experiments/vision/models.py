@@ -195,7 +195,8 @@ def _fit_pools(features: nn.Sequential, image_size: int) -> int:
     size = image_size
     for i, layer in enumerate(features):
         if isinstance(layer, nn.Conv2d):
-            size = _out_size(size, layer.kernel_size[0], layer.stride[0], layer.padding[0])  # type: ignore[index]
+            size = _out_size(size, layer.kernel_size[0], layer.stride[0],
+                             layer.padding[0])  # type: ignore[arg-type]  # may be 'same' in torch's types; ours: ints
         elif isinstance(layer, nn.MaxPool2d):
             kernel, stride = _pair(layer.kernel_size), _pair(layer.stride)
             if size >= kernel:

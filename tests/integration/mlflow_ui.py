@@ -107,10 +107,8 @@ def check_experiment_page(page: Page, url: str, parent_run_name: str,
                     f"(MLflow shows none when it has no children)\n"
                     f"--- visible text ---\n{_visible_text(page)}")
             expander.click()  # the "+" square left of the run name
-            try:
+            with contextlib.suppress(PlaywrightError):  # reported below as missing trials
                 page.wait_for_function(_EXPANDED_JS, arg=[parent_index, parent_x], timeout=TIMEOUT_MS)
-            except PlaywrightError:
-                pass  # reported below as missing trials
         wanted = set(trial_run_names)
         shown: set[str] = set()
         next_top_level = [float("inf")]  # the row index of the first top-level run after the parent

@@ -87,10 +87,8 @@ def stop_group(proc: subprocess.Popen, first: int = signal.SIGTERM, grace: float
     """Signal the process group of ``proc``, wait up to ``grace`` seconds, then SIGKILL what is left."""
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, first)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(grace)
-    except subprocess.TimeoutExpired:
-        pass
     with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(10)
@@ -250,9 +248,8 @@ class RayCluster:
     def node_ids(self) -> dict[str, str]:
         """Ray node id -> our node name, read from the cluster (each node's custom resource names it)."""
         code = (
-            "import json, ray; ray.init(address=%r, logging_level='ERROR');"
+            f"import json, ray; ray.init(address={self.address!r}, logging_level='ERROR');"
             "print(json.dumps({n['NodeID']: sorted(n['Resources']) for n in ray.nodes() if n['Alive']}))"
-            % self.address
         )
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
                              env={**os.environ, **self.client_env})

@@ -320,7 +320,8 @@ def test_a_tracking_server_that_does_not_answer_stops_the_sweep_in_a_line(mode: 
              "127.0.0.1 --port 1`), or record into a local file with "
              "mlflow.tracking_uri=sqlite:///mlruns.db.")
     warning = ("hydra.sweeper.metric='loss' reads like lower-is-better, but the sweep maximises it (hydra.sweeper.mode "
-               "is not set): add hydra.sweeper.mode=min, or hydra.sweeper.mode=max to keep maximising and silence this.")
+               "is not set): add hydra.sweeper.mode=min, or hydra.sweeper.mode=max to keep maximising "
+               "and silence this.")
     assert sweep.proc.returncode == 2, sweep.output
     assert error in lines, sweep.output
     assert sum(line.endswith(warning) for line in lines) == (1 if mode == "null" else 0), sweep.output

@@ -54,7 +54,8 @@ class Running:
         """(trial index, epoch, worker pid) of every epoch executed so far."""
         if not self.executions.is_file():
             return []
-        return [tuple(map(int, line.split())) for line in self.executions.read_text().splitlines()]  # type: ignore[misc]
+        lines = self.executions.read_text().splitlines()
+        return [tuple(map(int, line.split())) for line in lines]  # type: ignore[misc]  # each line holds 3 ints
 
     def wait_until(self, ready: Callable[[], Any], what: str, timeout: float = 240) -> Any:
         deadline = time.monotonic() + timeout
@@ -71,7 +72,7 @@ class Running:
     def checkpointed(self, epochs: int) -> dict[int, int] | None:
         """Trial index -> worker pid, once every trial running has executed ``epochs`` epochs."""
         done = collections.defaultdict(list)
-        for index, epoch, pid in self.epochs_done():
+        for index, _epoch, pid in self.epochs_done():
             done[index].append(pid)
         ready = {i: pids[-1] for i, pids in done.items() if len(pids) >= epochs}
         return ready if len(ready) == len(done) and ready else None

@@ -119,7 +119,7 @@ def test_the_cluster_readmes_ray_commands_and_sweeps(tmp_path: Path) -> None:
             proc = stack.enter_context(process_group(["bash", "-c", f"{on_worker} && {worker}"],
                                                      logs / f"worker{i}.log", env=node_env,
                                                      stop_signal=RAY_STOP_SIGNAL))
-            wait_until(lambda: run_documented(status, tmp_path, env=client_env, timeout=60).stdout.count(" node_")
+            wait_until(lambda i=i: run_documented(status, tmp_path, env=client_env, timeout=60).stdout.count(" node_")
                        == i + 2, f"{i + 2} Ray nodes in `ray status`", 180, proc, logs / f"worker{i}.log")
         shown = run_documented(status, tmp_path, env=client_env, timeout=60).stdout
         assert "large_gpu" in shown and "GPU" in shown, shown

@@ -182,4 +182,4 @@ def test_a_failing_task_is_the_return_value_of_the_split_job(toy_context) -> Non
     ret = run_split_job(boom, composer.split(["x=0.5", "y=0.5"], 0))
     assert ret.status.name == "FAILED"
     with pytest.raises(ValueError, match="task failed"):  # JobReturn raises the task's exception, as with run_job
-        ret.return_value
+        ret.return_value  # noqa: B018 - reading it raises the task's exception

@@ -75,8 +75,9 @@ def test_ctrl_c_and_sigterm_stop_a_sweep_in_order_and_resume_completes_it(tmp_pa
 
     # 1. Ctrl-C to the process group while trials run.
     first = tmp_path / "first.log"
-    proc = _started([sys.executable, str(TOY_APP), "--multirun", "hydra/sweeper=multiverse", f"hydra.sweep.dir={sweep_dir}",
-                     f"mlflow.tracking_uri={uri}", *shared, f"hydra.sweeper.num_trials={NUM_TRIALS}",
+    proc = _started([sys.executable, str(TOY_APP), "--multirun", "hydra/sweeper=multiverse",
+                     f"hydra.sweep.dir={sweep_dir}", f"mlflow.tracking_uri={uri}", *shared,
+                     f"hydra.sweeper.num_trials={NUM_TRIALS}",
                      "hydra.sweeper.strategy=sobol", "hydra.sweeper.live_maps=false", "sleep_s=3",
                      f"executions_log={executions}"], first, tmp_path, shared_env)
     _signal_mid_sweep(proc, first, client, signal.SIGINT, finished=3)
@@ -105,7 +106,8 @@ def test_ctrl_c_and_sigterm_stop_a_sweep_in_order_and_resume_completes_it(tmp_pa
     assert proc.wait(180) == 75, second.read_text()[-4000:]  # stopped in order, to be requeued
     parent = _sweep_run(client)
     assert (parent.info.status, parent.data.tags["sweeper.status"]) == ("KILLED", "PREEMPTED")
-    assert "continue from their checkpoints" in _last_line(second) and f"sweeper resume {sweep_dir}" in _last_line(second)
+    assert ("continue from their checkpoints" in _last_line(second)
+            and f"sweeper resume {sweep_dir}" in _last_line(second))
     assert not [r for r in child_runs(client, "toy") if r.info.status == "RUNNING"]
     ended_second = {int(r.data.tags["sweeper.trial_index"]) for r in child_runs(client, "toy")
                     if r.info.status == "FINISHED"}

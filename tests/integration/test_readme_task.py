@@ -95,7 +95,7 @@ def test_the_docs_task_and_commands_run_as_written(tmp_path: Path) -> None:
     runs = client.search_runs([experiment.experiment_id], order_by=["attributes.start_time ASC"])
     sweeps = [r.info.run_id for r in runs if r.data.tags.get("sweeper.role") == "sweep"]
     assert len(sweeps) == 2
-    for sweep, (low, high) in zip(sweeps, [(1e-4, 1.0), (1e-5, 1e-1)]):
+    for sweep, (low, high) in zip(sweeps, [(1e-4, 1.0), (1e-5, 1e-1)], strict=True):
         trials = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == sweep]
         assert len(trials) == 6 and all("val_acc" in r.data.metrics for r in trials)
         assert all(low <= float(r.data.params["lr"]) <= high for r in trials), [r.data.params["lr"] for r in trials]

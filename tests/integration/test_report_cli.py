@@ -117,7 +117,8 @@ def test_seed_sweep_report_has_the_caution_qra_and_crane_statistics(seed_sweep) 
     header = next(line for line in text.splitlines() if line.startswith("| index | run_id |"))
     assert "| env.seed | env.threads |" in header and "OMP_NUM_THREADS" not in header
     assert "threads.numpy.openblas" not in header and "env_in_force.seed" not in header
-    assert sorted(zip(conditions["env.seed"], conditions["env.threads"])) == [(s, t) for s in range(4) for t in (1, 2)]
+    assert sorted(zip(conditions["env.seed"], conditions["env.threads"], strict=True)) == [
+        (s, t) for s in range(4) for t in (1, 2)]
 
     # Crane: threads 1 vs 2 paired on the seed.
     by = {(int(r.data.params["env.seed"]), int(r.data.params["env.threads"])): r.data.metrics["score"]
@@ -234,7 +235,8 @@ def test_reports_with_and_without_a_filter_never_mix_and_the_sweep_run_leads_to_
 
 
 def artifacts_in(client: object, run_id: str, folder: str) -> set[str]:
-    return {Path(a.path).name for a in client.list_artifacts(run_id, folder)}  # type: ignore[attr-defined]
+    listed = client.list_artifacts(run_id, folder)  # type: ignore[attr-defined]  # an MlflowClient
+    return {Path(a.path).name for a in listed}
 
 
 def test_the_commands_the_sweep_prints_last_run_as_printed(random_sweep, tmp_path: Path) -> None:

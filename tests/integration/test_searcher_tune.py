@@ -76,7 +76,8 @@ def test_save_restore_keeps_a_pending_trial(tmp_path: Path) -> None:
 
 def test_failed_and_errored_trials_count_as_failures() -> None:
     search = MultiverseSearch(SPACE, metric="score", mode="max", strategy="sobol", num_trials=4, max_failures=0)
-    a, b = search.suggest("a"), search.suggest("b")
+    search.suggest("a")
+    search.suggest("b")
     search.on_trial_complete("a", {"score": float("nan")})
     assert search.policy.n_failed == 1
     assert search.suggest("c") == "FINISHED"  # max_failures=0 exceeded

@@ -14,7 +14,7 @@ from sweeper.run.trial import _context, make_trainable
 
 def test_the_registered_trainable_holds_a_reference_not_the_context(ray_local) -> None:
     context = SimpleNamespace(payload="x" * 2_000_000)  # stands in for a large composed config
-    trainable = make_trainable(context)  # type: ignore[arg-type]
+    trainable = make_trainable(context)  # type: ignore[arg-type]  # a stand-in: only its size matters
 
     pickled = ray_local.cloudpickle.dumps(trainable)
 
@@ -23,7 +23,7 @@ def test_the_registered_trainable_holds_a_reference_not_the_context(ray_local) -
 
 
 def test_a_worker_fetches_the_context_once(ray_local) -> None:
-    trainable = make_trainable(SimpleNamespace(payload=list(range(1000))))  # type: ignore[arg-type]
+    trainable = make_trainable(SimpleNamespace(payload=list(range(1000))))  # type: ignore[arg-type]  # a stand-in
 
     @ray_local.remote(num_cpus=0)
     def fetch_twice(refs: list) -> tuple[bool, list[int]]:

@@ -121,7 +121,8 @@ def test_every_trial_fault_is_recorded_and_the_sweep_goes_on(tmp_path: Path) -> 
 
     results = yaml.safe_load((sweep.sweep_dir / "optimization_results.yaml").read_text())
     failed = {i for i, f in faults.items() if f is not None}
-    assert (results["num_trials"], results["num_failed"], results["num_finished"]) == (16, len(failed), 16 - len(failed))
+    assert (results["num_trials"], results["num_failed"], results["num_finished"]) == (
+        16, len(failed), 16 - len(failed))
     assert results["failures"] == {int(r.data.tags["sweeper.trial_index"]): r.data.tags["sweeper.error"]
                                    for r in children if r.info.status == "FAILED"}
     # The searcher counts each as a failed point (conditioned on, never modelled).
@@ -244,7 +245,8 @@ def test_a_worker_killed_for_memory_fails_its_trial_and_is_retried_once(tmp_path
     results = yaml.safe_load((sweep.sweep_dir / "optimization_results.yaml").read_text())
     assert (results["num_trials"], results["num_failed"]) == (4, 2)
     assert "allocated" not in sweep.output  # no trial outlived its allocation
-    record_faults("worker killed by Ray's memory monitor, ray.max_failures=-1", faults_injected=sum(r.info.status == "FAILED" for r in runs),
+    record_faults("worker killed by Ray's memory monitor, ray.max_failures=-1",
+                  faults_injected=sum(r.info.status == "FAILED" for r in runs),
                   trials_expected=4, trials_recorded=len(by_index), failed_attempts_recorded=len(runs) - 4,
                   duplicates=sum([r.info.status for r in a].count("FINISHED") > 1 for a in by_index.values()))
 

@@ -30,7 +30,7 @@ def test_import_leaves_ray_mlflow_and_pyplot_out() -> None:
 
 def test_reexports_are_the_functions_not_the_modules() -> None:
     import sweeper.analysis as analysis
-    import sweeper.analysis.expected_max  # noqa: F401  (must not shadow the function)
+    import sweeper.analysis.expected_max  # noqa: F401 - importing it must not shadow the function
 
     assert callable(analysis.expected_max)
     assert callable(analysis.qra)

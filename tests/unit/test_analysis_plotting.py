@@ -26,7 +26,7 @@ def _curves() -> dict[str, object]:
 
 def test_expected_max_figure_structure_and_png(tmp_path: Path) -> None:
     curves = _curves()
-    fig = plot_expected_max(curves, title="budget", log_x=True)  # type: ignore[arg-type]
+    fig = plot_expected_max(curves, title="budget", log_x=True)  # type: ignore[arg-type]  # ExpectedMax values
     assert len(fig.axes) == 1
     ax = fig.axes[0]
     assert len(ax.lines) == 2
@@ -49,9 +49,10 @@ def test_band_is_clipped_to_observed_range() -> None:
 
 def test_seconds_axis_uses_budget_s() -> None:
     curves = _curves()
-    fig = plot_expected_max(curves, unit="seconds")  # type: ignore[arg-type]
+    fig = plot_expected_max(curves, unit="seconds")  # type: ignore[arg-type]  # ExpectedMax values
     ax = fig.axes[0]
-    np.testing.assert_allclose(ax.lines[1].get_xdata(), curves["mlp"].budget_s)  # type: ignore[attr-defined]
+    budget_s = curves["mlp"].budget_s  # type: ignore[attr-defined]  # an ExpectedMax
+    np.testing.assert_allclose(ax.lines[1].get_xdata(), budget_s)
     assert ax.get_xlabel() == "budget (s)"
 
 
@@ -72,7 +73,7 @@ def test_surrogate_curve_is_drawn_with_its_band() -> None:
 )
 def test_expected_max_bad_input(curves: dict[str, object], kwargs: dict[str, str], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        plot_expected_max(curves, **kwargs)  # type: ignore[arg-type]
+        plot_expected_max(curves, **kwargs)  # type: ignore[arg-type]  # bad input on purpose
 
 
 def test_condition_distributions_structure_and_png(tmp_path: Path) -> None:

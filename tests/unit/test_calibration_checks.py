@@ -176,7 +176,7 @@ def test_a_band_reaches_the_bound_where_trials_score_exactly_on_it() -> None:
     from sweeper.search.warping import MetricBounds
 
     X = sobol_design(24, 1, seed=0)
-    f = lambda x: np.minimum(1.0, 0.55 + 0.7 * x[:, 0])  # noqa: E731
+    f = lambda x: np.minimum(1.0, 0.55 + 0.7 * x[:, 0])  # noqa: E731 - a one-line test function
     y = np.round(f(X) * 54) / 54  # a 54-sample test set's accuracies
     assert np.sum(y == 1.0) >= 6
     gp = fit_posterior(X, y, seed=0, bounds=MetricBounds(0.0, 1.0), kept=16)

@@ -17,7 +17,7 @@ from sweeper.checkpoint import (
     read_checkpoint,
     write_checkpoint,
 )
-from sweeper.run.checkpoints import CheckpointSettings, checkpoints_in, delete_checkpoints, newest_checkpoint
+from sweeper.run.tune_checkpoints import CheckpointSettings, checkpoints_in, delete_checkpoints, newest_checkpoint
 from tests.conftest import REPO
 
 EPOCHS_APP = REPO / "tests" / "integration" / "apps" / "epochs.py"
@@ -40,7 +40,8 @@ def test_a_state_with_tensors_and_state_dicts_comes_back_equal(tmp_path: Path) -
     assert all(torch.equal(back["model"][k], v) for k, v in state["model"].items())
     restored = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
     restored.load_state_dict(back["optimizer"])
-    assert torch.equal(restored.state_dict()["state"][0]["momentum_buffer"], opt.state_dict()["state"][0]["momentum_buffer"])
+    assert torch.equal(restored.state_dict()["state"][0]["momentum_buffer"],
+                       opt.state_dict()["state"][0]["momentum_buffer"])
 
 
 def test_without_torch_the_state_is_pickled(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ Python module for its node count) first on PATH; each logs what it was asked to 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -315,8 +316,8 @@ def slurm(tmp_path: Path):
         #!/usr/bin/env bash
         for ((i = 0; i < ${FAKE_NVIDIA_GPUS:-0}; i++)); do echo "GPU $i: NVIDIA A100 (UUID: GPU-$i)"; done
     """)
-    # ray start: the head joins after FAKE_HEAD_DELAY s, a worker after FAKE_JOIN_DELAY s; FAKE_NEVER_JOIN nodes never do;
-    # FAKE_FAIL_NODES exit at once. --block keeps the process alive until it is stopped.
+    # ray start: the head joins after FAKE_HEAD_DELAY s, a worker after FAKE_JOIN_DELAY s; FAKE_NEVER_JOIN nodes
+    # never do; FAKE_FAIL_NODES exit at once. --block keeps the process alive until it is stopped.
     write(bin_dir / "ray", f"""
         #!/usr/bin/env bash
         {logline}
@@ -328,7 +329,8 @@ def slurm(tmp_path: Path):
           echo $$ >> {shlex.quote(str(fake / "pids"))}
           [[ " ${{FAKE_FAIL_NODES:-}} " == *" $FAKE_NODE "* ]] && exit 1
           [[ " ${{FAKE_NEVER_JOIN:-}} " == *" $FAKE_NODE "* ]] && exec sleep 60
-          if [[ " $* " == *" --head "* ]]; then sleep "${{FAKE_HEAD_DELAY:-0}}"; else sleep "${{FAKE_JOIN_DELAY:-0}}"; fi
+          if [[ " $* " == *" --head "* ]]; then sleep "${{FAKE_HEAD_DELAY:-0}}"
+          else sleep "${{FAKE_JOIN_DELAY:-0}}"; fi
           echo "$FAKE_NODE" >> "$joined"
           log joined "$FAKE_NODE"
           [[ " $* " == *" --block "* ]] && exec sleep 60
@@ -418,10 +420,8 @@ def slurm(tmp_path: Path):
     # Whatever a failing test left behind.
     if (fake / "pids").exists():
         for p in (fake / "pids").read_text().split():
-            try:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(int(p), signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
 
 
 def _alive(pid: int) -> bool:

@@ -17,7 +17,8 @@ from tests.conftest import REPO
 def ray_block(**given) -> dict:
     from hydra_plugins.multiverse_sweeper.config import RayConf
 
-    return OmegaConf.to_container(OmegaConf.merge(OmegaConf.structured(RayConf), given))  # type: ignore[return-value]
+    merged = OmegaConf.merge(OmegaConf.structured(RayConf), given)
+    return OmegaConf.to_container(merged)  # type: ignore[return-value]  # a DictConfig gives a dict
 
 
 @pytest.mark.parametrize("address", [None, "auto", "local", "10.0.0.5:6379", "head-node:6379", "ray://head:10001",
@@ -65,7 +66,8 @@ def test_a_script_at_the_root_of_the_upload_needs_no_path_entry(tmp_path) -> Non
 def test_a_script_outside_the_upload_is_refused_with_the_fix(tmp_path) -> None:
     (tmp_path / "launch").mkdir()
     with pytest.raises(ValueError, match=r"outside ray.working_dir.*launch the sweep from a folder"):
-        runtime_env(ray_block(address="auto"), code_dir=str(tmp_path / "elsewhere"), launch_dir=str(tmp_path / "launch"))
+        runtime_env(ray_block(address="auto"), code_dir=str(tmp_path / "elsewhere"),
+                    launch_dir=str(tmp_path / "launch"))
 
 
 def test_working_dir_null_on_a_cluster_means_the_nodes_have_the_code(tmp_path) -> None:

@@ -16,7 +16,7 @@ LINTED = sorted(p for folder in ("sweeper", "hydra_plugins", "experiments", "ben
                 for p in (ROOT / folder).rglob("*.py"))
 MAX_MODULE_LINES = 400
 MAX_FUNCTION_LINES = 80
-#: ``# noqa: CODE - reason`` or ``# type: ignore[code]  # reason``: the reason is any words after the code.
+#: After the ``#``: ``noqa: CODE - reason`` or ``type: ignore[code]  # reason``; the reason is any words after the code.
 EXCEPTION = re.compile(r"#\s*(noqa: ?[A-Z]+[0-9]+(?:, ?[A-Z]+[0-9]+)*|type: ?ignore\[[a-z-, ]+\])(?P<rest>.*)$")
 
 

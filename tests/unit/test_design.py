@@ -90,6 +90,6 @@ def test_as_generator() -> None:
     assert as_generator(np.int64(3)).random() == as_generator(3).random()
     assert isinstance(as_generator(None), np.random.Generator)
     with pytest.raises(TypeError, match="seed must be"):
-        as_generator(1.5)  # type: ignore[arg-type]
+        as_generator(1.5)  # type: ignore[arg-type]  # a bad seed on purpose
     with pytest.raises(TypeError, match="seed must be"):
-        as_generator("abc")  # type: ignore[arg-type]
+        as_generator("abc")  # type: ignore[arg-type]  # a bad seed on purpose

@@ -52,7 +52,7 @@ def test_one_seed_seeds_python_numpy_and_torch() -> None:
     assert draws() == first
     apply_environment({"seed": 8})
     second = draws()
-    assert all(a != b for a, b in zip(first[:2], second[:2])) and first[2] != second[2]
+    assert all(a != b for a, b in zip(first[:2], second[:2], strict=True)) and first[2] != second[2]
 
 
 @pytest.mark.parametrize("threads", [1, 2])

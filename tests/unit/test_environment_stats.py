@@ -1,4 +1,4 @@
-"""Unit tests for sweeper.analysis.environment (Crane 2018 style condition comparisons)."""
+"""Unit tests for sweeper.analysis.environment_effects (Crane 2018 style condition comparisons)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from scipy import stats
 
 from sweeper.analysis import ConditionComparison, compare_conditions
-from sweeper.analysis.environment import ConditionSummary, summarize_conditions
+from sweeper.analysis.environment_effects import ConditionSummary, summarize_conditions
 
 
 def test_hand_checkable_case() -> None:
@@ -44,7 +44,7 @@ def _pairs(seed: int, n: int) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("zero_method", ["wilcox", "pratt", "zsplit"])
 def test_matches_scipy_directly(seed: int, zero_method: str) -> None:
     a, b = _pairs(seed, 20)  # > 13 pairs with zeros: scipy's normal approximation
-    c = compare_conditions(a, b, zero_method=zero_method)  # type: ignore[arg-type]
+    c = compare_conditions(a, b, zero_method=zero_method)  # type: ignore[arg-type]  # a str of the Literal
     w = stats.wilcoxon(a, b, zero_method=zero_method)
     t = stats.ttest_rel(a, b)
     tau = stats.kendalltau(a, b)
@@ -102,7 +102,7 @@ def test_constant_condition_gives_nan_rank_correlation_with_a_note() -> None:
 )
 def test_bad_input(a: list[float], b: list[float], kwargs: dict[str, str], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        compare_conditions(a, b, **kwargs)  # type: ignore[arg-type]
+        compare_conditions(a, b, **kwargs)  # type: ignore[arg-type]  # bad values on purpose
 
 
 def test_summarize_conditions() -> None:

@@ -183,7 +183,7 @@ def test_budget_to_reach() -> None:
     with pytest.raises(ValueError, match="durations_s"):
         expected_max([1.0, 2.0]).budget_to_reach(1.5, unit="seconds")
     with pytest.raises(ValueError, match="'trials' or 'seconds'"):
-        em.budget_to_reach(3.0, unit="hours")  # type: ignore[arg-type]
+        em.budget_to_reach(3.0, unit="hours")  # type: ignore[arg-type]  # a bad unit on purpose
     with pytest.raises(ValueError, match="finite"):
         em.budget_to_reach(float("nan"))
 
@@ -204,7 +204,7 @@ def test_budget_to_reach() -> None:
 def test_bad_input(kwargs: dict[str, object], match: str) -> None:
     values = kwargs.pop("values")
     with pytest.raises(ValueError, match=match):
-        expected_max(values, **kwargs)  # type: ignore[arg-type]
+        expected_max(values, **kwargs)  # type: ignore[arg-type]  # bad input on purpose
 
 
 def test_surrogate_expected_max_aggregates_per_sample_curves() -> None:
@@ -241,7 +241,7 @@ def test_surrogate_single_sample_and_minimize() -> None:
 )
 def test_surrogate_bad_input(samples: object, kwargs: dict[str, float], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        surrogate_expected_max(samples, **kwargs)  # type: ignore[arg-type]
+        surrogate_expected_max(samples, **kwargs)  # type: ignore[arg-type]  # bad input on purpose
 
 
 @pytest.mark.parametrize("ties", [False, True])  # distinct scores; 4,000 of them tied in pairs

@@ -82,7 +82,7 @@ def figures(X: np.ndarray, y: np.ndarray, truth: dict[str, np.ndarray], bounds: 
     mean, sd = cm.mean[""], cm.sd[""]
     t = truth["map"]
     if kept == 1:  # the single fit's map: its latent sd, as the analysis drew it before
-        sd = cm.sd_latent[""]  # type: ignore[index]
+        sd = cm.sd_latent[""]  # type: ignore[index]  # a single fit has it
     return {
         "curve_max_error": float(np.max(np.abs(curve.mean - truth["curve"]))),
         "curve_in_band": float(np.mean((truth["curve"] >= curve.low) & (truth["curve"] <= curve.high))),

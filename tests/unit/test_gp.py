@@ -235,7 +235,7 @@ def test_each_restart_starts_from_its_own_seeded_point(monkeypatch: pytest.Monke
         np.exp(rng.uniform(np.log(0.05), np.log(2.0), size=2)) for _ in range(2)
     ]
     assert len(starts) == 3
-    for got, want in zip(starts, expected):
+    for got, want in zip(starts, expected, strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-10)
 
 

@@ -84,7 +84,7 @@ def test_subset_fit_conditions_on_every_point(sample: tuple[np.ndarray, np.ndarr
     t = gp.terms[0]
     reference = GPFit.matern(t.lengthscales, t.variance, gp.noise_variance, gp.y_mean, gp.y_std, 0.0, X, y)
     X_new = np.random.default_rng(9).uniform(size=(50, 2))
-    for got, want in zip(gp.predict(X_new), reference.predict(X_new)):
+    for got, want in zip(gp.predict(X_new), reference.predict(X_new), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(gp.predict_mean(X_new), reference.predict(X_new)[0], rtol=1e-9, atol=1e-12)
     # ... and a fit on the subset alone would not be: the other points moved the posterior.
@@ -135,7 +135,7 @@ def test_log_marginal_likelihood_matches_gpy(sample: tuple[np.ndarray, np.ndarra
 def test_max_fit_points_is_validated(bad: object) -> None:
     X = sobol_design(8, 2, seed=0)
     with pytest.raises(ValueError, match="max_fit_points"):
-        fit_gp(X, X.sum(axis=1), seed=0, n_restarts=1, max_fit_points=bad)  # type: ignore[arg-type]
+        fit_gp(X, X.sum(axis=1), seed=0, n_restarts=1, max_fit_points=bad)  # type: ignore[arg-type]  # on purpose
 
 
 def test_reused_factor_gives_the_fresh_factor_picks(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -171,10 +171,10 @@ def test_conditioning_without_every_training_point_falls_back() -> None:
 
 @pytest.mark.parametrize("bad", [0, 1, 2.5, True, "500"])
 def test_policy_rejects_bad_gp_max_fit_points(bad: object) -> None:
-    problems = PolicySettings(gp_max_fit_points=bad).problems(None)  # type: ignore[arg-type]
+    problems = PolicySettings(gp_max_fit_points=bad).problems(None)  # type: ignore[arg-type]  # a bad value on purpose
     assert any("gp_max_fit_points" in p for p in problems)
     if bad != 1:
-        problems = PolicySettings(gp_refine_max_points=bad).problems(None)  # type: ignore[arg-type]
+        problems = PolicySettings(gp_refine_max_points=bad).problems(None)  # type: ignore[arg-type]  # a bad value
         assert any("gp_refine_max_points" in p for p in problems)
     assert not PolicySettings(gp_max_fit_points=None, gp_refine_max_points=None).problems(None)
     assert not PolicySettings().problems(None)
@@ -189,7 +189,7 @@ def test_policy_passes_gp_max_fit_points_to_the_fit(monkeypatch: pytest.MonkeyPa
 
     def spy(*args: object, **kwargs: object) -> GPFit:
         seen.append((kwargs["max_fit_points"], kwargs["refine_max_points"]))
-        return real(*args, **kwargs)  # type: ignore[arg-type]
+        return real(*args, **kwargs)  # type: ignore[arg-type]  # passes fit_gp's own arguments on
 
     monkeypatch.setattr(sweeper.search.gp_batch, "fit_gp", spy)
     space = parse_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"})

@@ -48,8 +48,8 @@ def test_a_yaml_list_or_mapping_entry_gives_way_to_the_same_key_on_the_command_l
 
 def grid_problems(**settings: object) -> list[str]:
     space = parse_specs(GRID)
-    return [p for p in PolicySettings(strategy="grid", **settings).problems(space, "hydra.sweeper.")  # type: ignore
-            if "num_trials" in p or "grid_repeats" in p]
+    policy_settings = PolicySettings(strategy="grid", **settings)  # type: ignore[arg-type]  # valid values, mixed types
+    return [p for p in policy_settings.problems(space, "hydra.sweeper.") if "num_trials" in p or "grid_repeats" in p]
 
 
 def test_a_grid_runs_each_point_once_unless_told_to_repeat_it() -> None:

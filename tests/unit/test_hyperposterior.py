@@ -1,4 +1,5 @@
-"""Unit tests for sweeper.search.hyperposterior: the slice sampler and the mixture of GP fits over hyperparameter draws."""
+"""Unit tests for sweeper.search.hyperposterior: the slice sampler and the mixture of GP fits over
+hyperparameter draws."""
 
 from __future__ import annotations
 
@@ -158,7 +159,7 @@ def test_bounded_members_have_warps_and_predict_inside(bounded_data: tuple[np.nd
     shapes = set()
     for m in bounded_ensemble.members:
         assert m.warp is not None and m.warp.two_sided and m.warp.bounds == UNIT
-        assert m.warp.eps == bounded_ensemble.point.warp.eps  # type: ignore[union-attr]
+        assert m.warp.eps == bounded_ensemble.point.warp.eps  # type: ignore[union-attr]  # bounded: it has a warp
         g = m.warp.forward(y)
         assert (m.y_mean, m.y_std) == pytest.approx((float(np.mean(g)), float(np.std(g))), rel=1e-12)
         np.testing.assert_array_equal(m.X, X)
@@ -233,7 +234,7 @@ def test_posterior_mixture_is_calibrated_where_the_point_fit_is_overconfident() 
         point_cover.append(covers[1])
     report = f"ensemble coverage {ens_cover}, maximum-likelihood coverage {point_cover}"
     assert all(0.8 <= c <= 1.0 for c in ens_cover), report
-    assert all(e >= p - 0.02 for e, p in zip(ens_cover, point_cover)), report
+    assert all(e >= p - 0.02 for e, p in zip(ens_cover, point_cover, strict=True)), report
     # On average the mixture is much nearer the nominal 95 % than the single fit is.
     assert np.mean(ens_cover) >= 0.9, report
     assert np.mean(ens_cover) - np.mean(point_cover) >= 0.05, report

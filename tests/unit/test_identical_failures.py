@@ -45,7 +45,7 @@ def typo() -> dict[str, Any]:
     cfg = OmegaConf.create({"lr": 0.1})
     OmegaConf.set_struct(cfg, True)
     with pytest.raises(Exception) as info:
-        cfg.lrr  # noqa: B018 - the misspelt key of issue 31
+        cfg.lrr  # noqa: B018 - reading a misspelt key is what raises
     return raised(info.value, **{JOB_LOG_KEY: LOG, JOB_DIR_KEY: str(Path(LOG).parent)})
 
 

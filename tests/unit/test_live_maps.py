@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from sweeper.run.live_maps import LiveMaps
+from sweeper.run.live_map_painter import LiveMaps
 from sweeper.search.gp_fit import fit_gp
 from sweeper.search.grammar import parse_specs
 from sweeper.search.policy import BatchFit
@@ -68,8 +68,8 @@ def test_each_batch_lands_as_pngs_and_metrics_at_its_step(fitted: BatchFit) -> N
 def test_a_failed_drawing_warns_once_and_the_sweep_goes_on(fitted: BatchFit, caplog: pytest.LogCaptureFixture) -> None:
     writer = Writer()
     live = LiveMaps(writer, "run", SPACE, "score", in_process=False)
-    broken = BatchFit(1, None, fitted.failed)  # type: ignore[arg-type]
-    with caplog.at_level(logging.DEBUG, logger="sweeper.run.live_maps"):
+    broken = BatchFit(1, None, fitted.failed)  # type: ignore[arg-type]  # no model, so the drawing fails
+    with caplog.at_level(logging.DEBUG, logger="sweeper.run.live_map_painter"):
         live.submit(broken)
         live.submit(BatchFit(2, broken.gp, broken.failed))
         live.submit(BatchFit(3, fitted.gp, fitted.failed))  # drawn as ever
@@ -84,7 +84,7 @@ def test_a_failed_drawing_warns_once_and_the_sweep_goes_on(fitted: BatchFit, cap
 def test_a_writer_that_is_gone_stops_the_live_maps_without_an_error(fitted: BatchFit,
                                                                    caplog: pytest.LogCaptureFixture) -> None:
     live = LiveMaps(Writer(fail=True), "run", SPACE, "score", in_process=False)
-    with caplog.at_level(logging.WARNING, logger="sweeper.run.live_maps"):
+    with caplog.at_level(logging.WARNING, logger="sweeper.run.live_map_painter"):
         live.submit(fitted)
         live.close()
         live.submit(fitted)  # after the writer failed: ignored
@@ -95,7 +95,7 @@ def test_a_writer_that_is_gone_stops_the_live_maps_without_an_error(fitted: Batc
 _DRIVER = """
 import json, logging, os, signal, sys, time
 import numpy as np
-from sweeper.run.live_maps import LiveMaps
+from sweeper.run.live_map_painter import LiveMaps
 from sweeper.search.gp import GPFit
 from sweeper.search.grammar import parse_specs
 from sweeper.search.policy import BatchFit

@@ -158,7 +158,7 @@ def test_warped_pit_is_the_same_on_the_metric_scale(warped: GPFit) -> None:
     n_draws = 20_000
     z = np.random.default_rng(0).standard_normal(n_draws)
     on_metric_scale = np.array([np.mean(warped.warp.inverse(m + s * z) <= y)
-                                for m, s, y in zip(mean, sd, warped.y)])
+                                for m, s, y in zip(mean, sd, warped.y, strict=True)])
     check = loo_check(warped)
     np.testing.assert_allclose(check.pit, on_metric_scale, atol=0.015)
     assert np.ptp(check.pit) > 0.5  # PIT values that vary: a real comparison, not all 0.5

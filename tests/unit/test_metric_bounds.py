@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from sweeper.report import build_report
-from sweeper.report.build import ReportError
+from sweeper.report.build_report import ReportError
 from sweeper.run.trial import TrialError, metrics_from_return
 from sweeper.search.grammar import parse_specs
 from sweeper.search.policy import MultiversePolicy
@@ -76,7 +76,7 @@ def test_ivr_chooses_the_raw_fits_points_and_tags_them_with_the_bounded_fit() ->
     # Points chosen on the warped fit drew a worse map (bench/README.md §3): the bounds change the tags only.
     plain, bounded = (run_policy(deterministic=True, metric_bounds=b) for b in (None, [0, 1]))
     assert [s.x for s in bounded.suggestions] == [s.x for s in plain.suggestions]
-    tags = [(s.predicted_mean, b.predicted_mean) for s, b in zip(plain.suggestions, bounded.suggestions)
+    tags = [(s.predicted_mean, b.predicted_mean) for s, b in zip(plain.suggestions, bounded.suggestions, strict=True)
             if s.phase == "ivr"]
     assert len(tags) == 6 and all(0.0 < b < 1.0 for _, b in tags) and any(p != b for p, b in tags)
     # Outside deterministic mode both fits warm-start the next: the warp's shapes travel with the bounded one.
@@ -109,7 +109,8 @@ def test_the_report_reads_the_sweeps_bounds_and_keeps_its_curve_inside(tmp_path:
     summary = json.loads((tmp_path / "a" / "summary.json").read_text())
     assert summary["metric_bounds"] == [low, high] and summary["surrogate"]["loo"]["n"] == len(values)
     assert "warp" in summary["surrogate"]["hyperparameters"]
-    assert "The GP behind this curve" in report.markdown.read_text() and "leave-one-out (" in report.markdown.read_text()
+    assert ("The GP behind this curve" in report.markdown.read_text()
+            and "leave-one-out (" in report.markdown.read_text())
     # --bounds overrides the sweep's; bounds the values break are refused before anything is written.
     with pytest.raises(ReportError, match=r"kept trial\(s\) have acc outside the bounds \[0, 0.2\]"):
         build_report(records, out_dir=tmp_path / "b", bounds=MetricBounds(0.0, 0.2))

@@ -17,7 +17,7 @@ def test_a_grid_holds_its_task_s_values(name: str) -> None:
     nodes = list(itertools.product(*(range(a.size) for a in axes)))
     for k in np.random.default_rng(0).choice(len(nodes), size=4, replace=False):
         index = nodes[k]
-        u = np.array([a[i] for a, i in zip(axes, index)])
+        u = np.array([a[i] for a, i in zip(axes, index, strict=True)])
         assert values[index] == m.score(m.space.from_unit(u[None, :])[0]), index
 
 

@@ -175,7 +175,7 @@ def _band_fit(bounds):
 
 def _written_maps(fit, tmp_path):
     from sweeper.report.document import OutputDir
-    from sweeper.report.multiverse import _maps
+    from sweeper.report.multiverse_maps import write_maps as _maps
 
     summary = {"maps": []}
     trials = MapTrials(fit.X, fit.y, np.empty((0, fit.space.d)))

@@ -46,7 +46,7 @@ def _contour(n: int = 3, **kwargs: object) -> Figure:
     args: dict[str, object] = {"x_name": "lr", "y_name": "dropout", "x_log": True,
                                "y_log": False, "quantity": "posterior mean of test_acc"}
     args.update(kwargs)
-    return plot_contour_facets(X, Y, _grids(n), **args)  # type: ignore[arg-type]
+    return plot_contour_facets(X, Y, _grids(n), **args)  # type: ignore[arg-type]  # keyword values of mixed types
 
 
 def _facet_axes(fig: Figure) -> list[Axes]:
@@ -157,7 +157,7 @@ def test_contour_bad_input(kwargs: dict[str, object], match: str) -> None:
                                "x_log": False, "y_log": False, "quantity": "q"}
     args.update(kwargs)
     with pytest.raises(ValueError, match=match):
-        plot_contour_facets(**args)  # type: ignore[arg-type]
+        plot_contour_facets(**args)  # type: ignore[arg-type]  # bad input on purpose
 
 
 def test_facet_points_checks_shapes() -> None:

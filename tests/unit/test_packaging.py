@@ -24,7 +24,8 @@ def _loaded_after(statement: str) -> set[str]:
 
 def test_plugin_scan_imports_nothing_heavy() -> None:
     """Hydra imports every plugin module at every start: they must not pull in Ray & co."""
-    mods = _loaded_after("import hydra_plugins.multiverse_sweeper.config, hydra_plugins.multiverse_sweeper.multiverse_sweeper")
+    mods = _loaded_after("import hydra_plugins.multiverse_sweeper.config, "
+                         "hydra_plugins.multiverse_sweeper.multiverse_sweeper")
     assert not mods & {"ray", "mlflow", "GPy", "scipy", "torch"}
 
 

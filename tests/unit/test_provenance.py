@@ -75,7 +75,7 @@ def test_the_config_hash_depends_on_paths_and_contents_only(tmp_path: Path) -> N
     (tmp_path / "b" / "multirun").mkdir()
     (tmp_path / "b" / "multirun" / "multirun.yaml").write_text("a sweep's output")
     assert config_dir_sha256(tmp_path / "a") == config_dir_sha256(tmp_path / "b")
-    assert config_dir_sha256(tmp_path / "a")[1] == 2  # type: ignore[index]
+    assert config_dir_sha256(tmp_path / "a")[1] == 2  # type: ignore[index]  # not None: the folder exists
     (tmp_path / "b" / "model" / "small.yaml").write_text("w: 3\n")
     assert config_dir_sha256(tmp_path / "a") != config_dir_sha256(tmp_path / "b")
     (tmp_path / "b" / "model" / "small.yaml").rename(tmp_path / "b" / "model" / "big.yaml")
@@ -90,7 +90,8 @@ def test_code_identity_hashes_the_script_and_config_without_git(tmp_path: Path) 
     (tmp_path / "app.py").write_text("print(1)\n")
     identity = code_identity(str(tmp_path / "app.py"), str(tmp_path / "conf"))
     assert identity["code.script_sha256"] == hashlib.sha256(b"print(1)\n").hexdigest()
-    assert identity["code.config_sha256"] == config_dir_sha256(tmp_path / "conf")[0]  # type: ignore[index]
+    assert identity["code.config_sha256"] == (
+        config_dir_sha256(tmp_path / "conf")[0])  # type: ignore[index]  # the folder exists
     assert identity["code.config_files"] == "1" and identity["code.script"] == str(tmp_path / "app.py")
     assert code_identity(str(tmp_path / "gone.py"), None) == {}
 

@@ -174,4 +174,4 @@ def test_qra_table_keeps_order_and_labels() -> None:
 )
 def test_bad_input(values: object, kwargs: dict[str, float], match: str) -> None:
     with pytest.raises(ValueError, match=match):
-        qra(values, **kwargs)  # type: ignore[arg-type]
+        qra(values, **kwargs)  # type: ignore[arg-type]  # bad input on purpose

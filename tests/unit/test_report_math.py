@@ -6,6 +6,7 @@ import json
 import math
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -249,7 +250,7 @@ class FakeRun:
 def records_of(strategy: str, n: int = 24) -> SweepRecords:
     _, y, points = random_sweep(n, 0, "random" if strategy == "random" else "sobol")
     runs = []
-    for i, (p, v) in enumerate(zip(points, y)):
+    for i, (p, v) in enumerate(zip(points, y, strict=True)):
         failed = i == 3
         runs.append(FakeRun(i, {**p, "epochs": 5}, {} if failed else {"acc": float(v), "train_acc": min(1.0, v + .3),
                                                                     "sweeper.duration_s": 1.0 + i % 3},
@@ -332,7 +333,7 @@ def test_report_of_a_sweep_where_every_trial_failed(tmp_path: Path) -> None:
 
 
 def test_recorded_text_maps_back_to_the_choice() -> None:
-    from sweeper.report.build import _as_choice
+    from sweeper.report.trial_points import as_choice as _as_choice
     from sweeper.search.space import ChoiceDim
 
     flag = ChoiceDim("env.deterministic", (True, False))
@@ -385,7 +386,7 @@ def test_an_unbounded_accuracy_whose_values_lie_in_0_1_gets_a_caution_suggesting
 
 def test_the_multiverse_of_a_constant_metric_says_so_and_estimates_nothing(tmp_path: Path) -> None:
     """A metric equal in every trial: no Bayes-factor verdict, no sensitivity indices, and the words first."""
-    from sweeper.report.multiverse import build_multiverse
+    from sweeper.report.build_multiverse import build_multiverse
 
     records = records_of("random", n=12)
     frame = records.trials.copy()
@@ -422,7 +423,7 @@ def test_group_by_a_continuous_dim_is_refused_with_what_to_do_instead(tmp_path: 
 
 
 def test_a_sweep_whose_trials_all_failed_says_so_and_why(tmp_path: Path) -> None:
-    from sweeper.report.multiverse import build_multiverse
+    from sweeper.report.build_multiverse import build_multiverse
 
     records = records_of("sobol", n=6)
     trials = records.trials.assign(status="FAILED", error="ValueError: boom").drop(columns=["metric.acc"])

@@ -46,7 +46,7 @@ def test_a_store_that_cannot_delete_gets_the_new_files_and_the_stale_ones_named(
     from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
 
     from sweeper.record.tracking import MLflowTracker
-    from sweeper.report.build import ArtifactsNotReplaced, log_files
+    from sweeper.report.build_report import ArtifactsNotReplaced, log_files
 
     tracker = MLflowTracker(f"sqlite:///{tmp_path / 'mlruns.db'}", "outputs")
     run = tracker.start_run("sweep")

@@ -139,7 +139,7 @@ def test_sql_reads_what_search_runs_returns(store: tuple[str, str, str, Any]) ->
     via_api = runs.search_child_runs(client, experiment_id, parent)
     assert len(via_sql) == 8  # 9 trials, one deleted; the stray run of the other sweep is not there
     assert [r.run_id for r in via_sql] == [r.run_id for r in via_api]  # same order
-    for a, b in zip(via_sql, via_api):
+    for a, b in zip(via_sql, via_api, strict=True):
         assert (a.run_id, a.status, a.start_time, a.end_time, a.params, a.tags) == \
                (b.run_id, b.status, b.start_time, b.end_time, b.params, b.tags)
         assert a.metrics.keys() == b.metrics.keys()

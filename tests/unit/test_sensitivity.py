@@ -279,7 +279,7 @@ def test_bad_function_output_raises_value_error(f, match: str) -> None:
 
 def test_bad_seed_raises_type_error() -> None:
     with pytest.raises(TypeError, match="seed"):
-        sobol_indices(_ishigami, 3, n_base=8, seed=1.5)  # type: ignore[arg-type]
+        sobol_indices(_ishigami, 3, n_base=8, seed=1.5)  # type: ignore[arg-type]  # a bad seed on purpose
 
 
 def test_as_dict_and_to_rows() -> None:

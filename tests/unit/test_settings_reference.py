@@ -46,7 +46,8 @@ def comment_of(cls: type, name: str) -> str:
     return " ".join([*above, trailing.strip()]).strip()
 
 
-ALL = [(key, cls, f) for prefix, name in reference.SECTIONS for key, cls, f in leaf_fields(getattr(config, name), prefix)]
+ALL = [(key, cls, f) for prefix, name in reference.SECTIONS
+       for key, cls, f in leaf_fields(getattr(config, name), prefix)]
 
 
 def test_every_block_of_the_config_is_documented() -> None:

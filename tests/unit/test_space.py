@@ -83,7 +83,7 @@ def test_grid_values_follow_hydra_definition_without_accumulation() -> None:
     assert isinstance(dim, GridDim)
     assert dim.values == tuple(0.0 + 0.1 * i for i in range(10))
     assert all(type(v) is float for v in dim.values)
-    assert all(type(v) is int for v in one_dim("x=range(0, 5)").values)  # type: ignore[union-attr]
+    assert all(type(v) is int for v in one_dim("x=range(0, 5)").values)  # type: ignore[union-attr]  # a GridDim
 
 
 @pytest.mark.parametrize(
@@ -495,7 +495,7 @@ def test_to_overrides_reparse_to_the_same_values() -> None:
         assert overrides[:2] == ["+fixed=1", "~y"]
         parsed = PARSER.parse_overrides(overrides[2:])
         assert [o.get_key_element() for o in parsed] == ["f", "+i", "g", "s"]
-        for override, name in zip(parsed, space.names):
+        for override, name in zip(parsed, space.names, strict=True):
             assert not override.is_sweep_override()
             got, want = override.value(), point[name]
             assert got == want and type(got) is type(want), (got, want)
@@ -506,7 +506,7 @@ def test_parsed_tricky_choices_round_trip() -> None:
     dim = parse_specs({"s": text}).dims[0]
     assert isinstance(dim, ChoiceDim)
     assert dim.choices == (*TRICKY, 1, 2.5, True)
-    for choice, string in zip(dim.choices, dim.choice_strings):
+    for choice, string in zip(dim.choices, dim.choice_strings, strict=True):
         assert parse_value(string) == choice
         assert type(parse_value(string)) is type(choice)
 

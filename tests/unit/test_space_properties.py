@@ -67,7 +67,7 @@ def _number_text(draw: Any, value: float | int) -> str:
 def _call(draw: Any, name: str, *args: str) -> str:
     """``name(a, b)`` with random spacing around the arguments."""
     sep = [draw(_spaces()) + "," + draw(_spaces()) for _ in args[1:]]
-    inner = args[0] + "".join(s + a for s, a in zip(sep, args[1:])) if args else ""
+    inner = args[0] + "".join(s + a for s, a in zip(sep, args[1:], strict=True)) if args else ""
     return f"{name}({draw(_spaces())}{inner}{draw(_spaces())})"
 
 
@@ -130,10 +130,7 @@ def choice_specs(draw: Any) -> tuple[str, ChoiceDim]:
     distinct = [v for i, v in enumerate(options) if not any(type(v) is type(w) and v == w for w in options[:i])]
     assume(len(distinct) == len(options))
     texts = [format_override_value(v) for v in options]
-    if draw(st.booleans()):
-        spec = draw(_call("choice", *texts))
-    else:
-        spec = ",".join(texts)  # the bare a,b,c form
+    spec = draw(_call("choice", *texts)) if draw(st.booleans()) else ",".join(texts)  # else the bare a,b,c form
     return spec, ChoiceDim("d", tuple(options))
 
 
@@ -145,13 +142,13 @@ def same_dim(a: Dimension, b: Dimension) -> bool:
     if type(a) is not type(b) or a.name != b.name:
         return False
     if isinstance(a, FloatDim | IntDim):
-        same_type = type(a.low) is type(b.low)  # type: ignore[union-attr]
-        return same_type and (a.low, a.high, a.log) == (b.low, b.high, b.log)  # type: ignore[union-attr]
+        same_type = type(a.low) is type(b.low)  # type: ignore[union-attr]  # b is a's type, checked above
+        return same_type and (a.low, a.high, a.log) == (b.low, b.high, b.log)  # type: ignore[union-attr]  # b: a's type
     items_a = a.values if isinstance(a, GridDim) else a.choices
-    items_b = b.values if isinstance(b, GridDim) else b.choices  # type: ignore[union-attr]
+    items_b = b.values if isinstance(b, GridDim) else b.choices  # type: ignore[union-attr]  # b is a's type
     return len(items_a) == len(items_b) and all(
         type(x) is type(y) and (x == y or (isinstance(x, float) and math.isclose(x, y, rel_tol=1e-12, abs_tol=1e-12)))
-        for x, y in zip(items_a, items_b))
+        for x, y in zip(items_a, items_b, strict=True))
 
 
 def canonical(dim: Dimension) -> str:
@@ -191,15 +188,17 @@ def test_parse_describe_parse_gives_the_same_space(cases: list[tuple[str, Dimens
     names = data.draw(st.lists(_IDENT, min_size=len(cases), max_size=len(cases), unique=True))
     # Each dim from YAML params or the command line (there with a random +/++ prefix).
     from_yaml = data.draw(st.lists(st.booleans(), min_size=len(cases), max_size=len(cases)))
-    params = {n: spec for n, (spec, _), y in zip(names, cases, from_yaml) if y}
+    params = {n: spec for n, (spec, _), y in zip(names, cases, from_yaml, strict=True) if y}
     prefixes = data.draw(st.lists(st.sampled_from(["", "+", "++"]), min_size=len(cases), max_size=len(cases)))
-    overrides = [f"{p}{n}={spec}" for n, (spec, _), y, p in zip(names, cases, from_yaml, prefixes) if not y]
+    overrides = [f"{p}{n}={spec}"
+                 for n, (spec, _), y, p in zip(names, cases, from_yaml, prefixes, strict=True) if not y]
     space = parse_search_space(params, overrides)
-    order = [n for n, y in zip(names, from_yaml) if y] + [n for n, y in zip(names, from_yaml) if not y]
+    order = ([n for n, y in zip(names, from_yaml, strict=True) if y]
+             + [n for n, y in zip(names, from_yaml, strict=True) if not y])
     assert space.names == order  # YAML first, then the command line, each in order
     again = parse_search_space(space.describe(), (), params_key="")
     assert again.names == space.names
-    assert all(same_dim(a, b) for a, b in zip(again.dims, space.dims))
+    assert all(same_dim(a, b) for a, b in zip(again.dims, space.dims, strict=True))
     assert SearchSpace.from_dict(space.to_dict()) == space
 
 
@@ -331,8 +330,8 @@ def test_every_point_of_the_cube_maps_inside_the_space(space: SearchSpace, data:
     n = data.draw(st.integers(1, 4))
     U = np.array([[data.draw(UNIT) for _ in range(space.d)] for _ in range(n)])
     corners = np.array([[float(c) for c in data.draw(st.lists(st.booleans(), min_size=space.d, max_size=space.d))]])
-    for point, u in zip(space.from_unit(np.vstack([U, corners])), np.vstack([U, corners])):
-        for dim, uk in zip(space.dims, u):
+    for point, u in zip(space.from_unit(np.vstack([U, corners])), np.vstack([U, corners]), strict=True):
+        for dim, uk in zip(space.dims, u, strict=True):
             value = point[dim.name]
             if isinstance(dim, FloatDim):
                 assert type(value) is float and dim.low <= value <= dim.high, (dim, uk, value)
@@ -361,7 +360,7 @@ def test_continuous_coordinates_round_trip_and_discrete_ones_snap(space: SearchS
             tol = 8 * np.finfo(float).eps * max(*map(abs, ends), 1.0) / (ends[1] - ends[0]) + 1e-12
             np.testing.assert_allclose(X[:, k], U[:, k], rtol=0, atol=tol)
     # Snapping is idempotent: the snapped point maps to the same values (floats up to rounding).
-    for again, point in zip(space.from_unit(X), points):
+    for again, point in zip(space.from_unit(X), points, strict=True):
         for dim in space.dims:
             if isinstance(dim, FloatDim):
                 assert again[dim.name] == pytest.approx(point[dim.name], rel=1e-12, abs=1e-12 * (dim.high - dim.low))
@@ -382,7 +381,7 @@ def test_ordered_dims_are_monotone_in_u(dim: Dimension, us: list[float]) -> None
 @PROPS
 @given(spaces())
 def test_levels_are_the_legal_values_one_cell_each(space: SearchSpace) -> None:
-    for dim, levels in zip(space.dims, space.levels()):
+    for dim, levels in zip(space.dims, space.levels(), strict=True):
         if isinstance(dim, FloatDim):
             assert levels is None
             continue

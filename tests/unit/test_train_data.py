@@ -36,26 +36,29 @@ def test_digits_are_upsampled_one_channel_images_with_a_stratified_split() -> No
 
 def test_the_digits_split_is_seeded() -> None:
     a, b, c = (load_dataset("digits", split_seed=s, image_size=8) for s in (0, 0, 1))
-    assert torch.equal(a.train.x, b.train.x) and torch.equal(a.test.y, b.test.y)  # type: ignore[union-attr]
-    assert not torch.equal(a.test.y, c.test.y)  # type: ignore[union-attr]
-    assert a.train.x.shape == c.train.x.shape  # type: ignore[union-attr]
+    assert (torch.equal(a.train.x, b.train.x)  # type: ignore[union-attr]  # a TensorSplit
+            and torch.equal(a.test.y, b.test.y))  # type: ignore[union-attr]  # a TensorSplit
+    assert not torch.equal(a.test.y, c.test.y)  # type: ignore[union-attr]  # a TensorSplit
+    assert a.train.x.shape == c.train.x.shape  # type: ignore[union-attr]  # a TensorSplit
 
 
 def test_subset_keeps_a_seeded_sample_of_the_training_split() -> None:
     full = load_dataset("digits", image_size=8)
     small, again, other = (load_dataset("digits", image_size=8, subset=100, split_seed=s) for s in (0, 0, 1))
-    assert len(small.train) == 100 and len(small.test) == len(full.test)  # type: ignore[arg-type]
-    assert torch.equal(small.train.y, again.train.y)  # type: ignore[union-attr]
-    assert not torch.equal(small.train.x, other.train.x)  # type: ignore[union-attr]
+    assert (len(small.train) == 100  # type: ignore[arg-type]  # torch's Dataset has no __len__
+            and len(small.test) == len(full.test))  # type: ignore[arg-type]  # torch's Dataset has no __len__
+    assert torch.equal(small.train.y, again.train.y)  # type: ignore[union-attr]  # a TensorSplit
+    assert not torch.equal(small.train.x, other.train.x)  # type: ignore[union-attr]  # a TensorSplit
     with pytest.raises(ValueError, match="data.subset=0 is invalid"):
         load_dataset("digits", subset=0)
 
 
 def test_breast_cancer_is_a_padded_one_channel_table() -> None:
     data = load_dataset("breast_cancer")
-    assert data.train.x.shape == (426, 1, 6, 6) and data.test.x.shape == (143, 1, 6, 6)  # type: ignore[union-attr]
+    assert (data.train.x.shape == (426, 1, 6, 6)  # type: ignore[union-attr]  # a TensorSplit
+            and data.test.x.shape == (143, 1, 6, 6))  # type: ignore[union-attr]  # a TensorSplit
     assert data.num_classes == 2
-    assert torch.all(data.train.x.flatten(1)[:, 30:] == 0)  # type: ignore[union-attr]
+    assert torch.all(data.train.x.flatten(1)[:, 30:] == 0)  # type: ignore[union-attr]  # a TensorSplit
 
 
 def test_an_unknown_dataset_names_the_choices() -> None:
@@ -118,12 +121,12 @@ def test_a_synthetic_cifar_loads_through_torchvision_with_right_shapes_and_label
     data = load_dataset(name, str(tmp_path), verify_md5=False)
     train_files = [f for f in written if f not in ("test_batch", "test")]
     n_train = 4 * len(train_files)
-    assert data.train.x.shape == (n_train, 3, 32, 32)  # type: ignore[union-attr]
-    assert data.test.x.shape == (6, 3, 32, 32)  # type: ignore[union-attr]
+    assert data.train.x.shape == (n_train, 3, 32, 32)  # type: ignore[union-attr]  # a TensorSplit
+    assert data.test.x.shape == (6, 3, 32, 32)  # type: ignore[union-attr]  # a TensorSplit
     assert (data.num_classes, data.channels, data.image_size) == ((10 if name == "cifar10" else 100), 3, 32)
     labels = np.concatenate([written[f] for f in train_files])
-    assert data.train.y.tolist() == labels.tolist()  # type: ignore[union-attr]
-    x = data.train.x  # type: ignore[union-attr]
+    assert data.train.y.tolist() == labels.tolist()  # type: ignore[union-attr]  # a TensorSplit
+    x = data.train.x  # type: ignore[union-attr]  # a TensorSplit
     # Channels in the right place: each plane is constant, red rises and blue falls with the label.
     assert torch.all(x.flatten(2).std(dim=2) == 0)
     red, blue = x[:, 0, 0, 0].numpy(), x[:, 2, 0, 0].numpy()
@@ -183,8 +186,9 @@ def test_tiny_imagenet_needs_its_val_split_in_class_folders(tmp_path: Path) -> N
     assert _tree(by_shell / "tiny-imagenet-200") == _tree(base)
     data = load_dataset("tiny_imagenet", str(tmp_path))
     assert (data.num_classes, data.channels, data.image_size) == (2, 3, 64)
-    assert len(data.train) == 6 and len(data.test) == 4  # type: ignore[arg-type]
+    assert len(data.train) == 6 and len(data.test) == 4  # type: ignore[arg-type]  # torch's Dataset has no __len__
     annotated = {f"val_{i}.JPEG": i % 2 for i in range(4)}
-    assert {Path(p).name: label for p, label in data.test.samples} == annotated  # type: ignore[union-attr]
-    image, label = data.test[0]  # type: ignore[index]
+    assert {Path(p).name: label
+            for p, label in data.test.samples} == annotated  # type: ignore[union-attr]  # an ImageFolder
+    image, label = data.test[0]  # type: ignore[index]  # an ImageFolder
     assert image.shape == (3, 64, 64) and image.dtype == torch.float32

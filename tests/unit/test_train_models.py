@@ -68,7 +68,7 @@ def test_one_training_step_decreases_the_loss_on_a_tiny_batch(name: str, optimiz
     torch.manual_seed(0)
     x, y = torch.randn(8, 1, 8, 8), torch.arange(8) % 4
     model = build_model(name, 4, 1, 8).train()
-    opt = make_optimizer(model.parameters(), optimizer)  # type: ignore[arg-type]
+    opt = make_optimizer(model.parameters(), optimizer)
     before = torch.nn.functional.cross_entropy(model(x), y)
     opt.zero_grad()
     before.backward()

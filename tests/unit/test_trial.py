@@ -26,7 +26,8 @@ def test_numbers_and_dicts_become_metrics(value, expected) -> None:
 @pytest.mark.parametrize(
     ("value", "match"),
     [
-        ({"loss": 0.1}, r"the task returned \['loss'\] but not the metric 'acc': return it, or set hydra.sweeper.metric"),
+        ({"loss": 0.1},
+         r"the task returned \['loss'\] but not the metric 'acc': return it, or set hydra.sweeper.metric"),
         ({"acc": "high"}, r"the task returned acc='high', which is not a number"),
         (None, r"the task returned NoneType None; return a number or a dict of numbers that includes 'acc'"),
         (True, r"the task returned bool True"),
@@ -44,4 +45,5 @@ def test_trial_module_does_not_import_ray() -> None:
     import sys
 
     code = "import sys, sweeper.run.trial; print('ray' in sys.modules)"
-    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True).stdout.strip() == "False"

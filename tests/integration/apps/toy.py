@@ -36,7 +36,8 @@ from sweeper import log_metrics
 
 def branin01(x: float, y: float) -> float:
     a, b = 15 * x - 5, 15 * y
-    return (b - 5.1 / (4 * math.pi**2) * a**2 + 5 / math.pi * a - 6) ** 2 + 10 * (1 - 1 / (8 * math.pi)) * math.cos(a) + 10
+    return ((b - 5.1 / (4 * math.pi**2) * a**2 + 5 / math.pi * a - 6) ** 2
+            + 10 * (1 - 1 / (8 * math.pi)) * math.cos(a) + 10)
 
 
 @hydra.main(config_path="conf", config_name="toy", version_base="1.3")
