@@ -110,7 +110,8 @@ def test_hydra_instantiates_the_plugin_with_the_declared_settings() -> None:
     node = OmegaConf.structured(MultiverseSweeperConf)
     node.num_trials, node.trial_timeout_s = 12, 30.0
     plugin = instantiate(node)
-    assert isinstance(plugin, MultiverseSweeper)
+    # By name: another test may have imported the plugin's module afresh, making a second class object.
+    assert (type(plugin).__module__, type(plugin).__qualname__) == (MultiverseSweeper.__module__, "MultiverseSweeper")
     assert plugin._impl.policy_settings(None).num_trials == 12 and plugin._impl.run.trial_timeout_s == 30.0
     settings = {k: v for k, v in node.items() if k != "_target_"}
     typo = MultiverseSweeper(**settings, num_initial=4)  # +hydra.sweeper.num_initial=4: reported by the sweep
