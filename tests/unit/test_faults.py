@@ -56,8 +56,12 @@ def test_python_code_is_interrupted_at_the_limit_and_unwinds() -> None:
     assert not info.value.stuck
     assert cleaned.is_set(), "the task's finally blocks ran"
     assert time.monotonic() - started < 1.5
+    # Where the interrupt lands is the interpreter's choice: any line of spin's loop (the loop's jump back is
+    # the `while True:` line's).
     assert re.fullmatch(r"exceeded hydra\.sweeper\.trial_timeout_s=0\.3 s: interrupted after [\d.]+ s at "
-                        r"test_faults\.py:\d+ in spin: sum\(range\(100\)\)", str(info.value)), str(info.value)
+                        r"test_faults\.py:\d+ in spin: "
+                        r"(while True:|try:.*|sum\(range\(100\)\)|except Exception:.*|pass)",
+                        str(info.value)), str(info.value)
     assert "in spin" in info.value.stack
     assert not [t for t in threading.enumerate() if t.name == "sweeper-trial-task" and t.is_alive()]
 
