@@ -64,10 +64,11 @@ import scipy.linalg
 from numpy.typing import NDArray
 
 from bench.report import fmt, markdown_table, median, write_results
+from sweeper.blas import one_blas_thread
 from sweeper.search.acquisition import integrated_variance_reduction, select_ivr_batch
 from sweeper.search.design import sobol_design
 from sweeper.search.gp import GPY_JITTER, GPFit, cholesky_with_jitter
-from sweeper.search.gp_batch import WARM_RESTARTS, single_threaded_blas
+from sweeper.search.gp_batch import WARM_RESTARTS
 from sweeper.search.gp_fit import fit_gp
 
 
@@ -106,7 +107,7 @@ def run(args: argparse.Namespace) -> None:
     X, y = make_data(8, 2)  # warm-up, untimed: imports GPy and fills numpy's and scipy's caches
     select_ivr_batch(fit_gp(X, y, seed=0, n_restarts=1), X, X, X, q=2)
     rows = []
-    with single_threaded_blas(), torch_threads(1):  # the searcher's setting, for every method
+    with one_blas_thread(), torch_threads(1):  # the searcher's setting, for every method
         for d in args.d:
             for n in args.n:
                 print(f"n={n} d={d} ...", flush=True)

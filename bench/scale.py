@@ -39,10 +39,10 @@ from numpy.typing import NDArray
 
 from bench.functions import branin, hartmann6
 from bench.report import fmt, markdown_table, median, write_results
+from sweeper.blas import one_blas_thread
 from sweeper.search.acquisition import select_ivr_batch
 from sweeper.search.design import sobol_design
 from sweeper.search.gp import GPFit
-from sweeper.search.gp_batch import single_threaded_blas
 from sweeper.search.gp_fit import fit_gp
 
 FUNCTIONS: dict[str, tuple[Callable[[NDArray[np.float64]], NDArray[np.float64]], int]] = {
@@ -78,7 +78,7 @@ def run(args: argparse.Namespace) -> None:
     X, y = sobol_design(8, 2, seed=0), np.arange(8.0)  # warm-up, untimed: imports GPy, fills caches
     select_ivr_batch(fit_gp(X, y, seed=0, n_restarts=1), X, X, X, q=2)
     rows = []
-    with single_threaded_blas():  # the searcher's setting: trials keep the other cores busy
+    with one_blas_thread():  # the searcher's setting: trials keep the other cores busy
         for name in args.functions:
             for n in args.n:
                 for m in args.max_fit_points:

@@ -19,14 +19,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 @pytest.fixture(scope="module")
 def one_blas_thread() -> Iterator[None]:
-    """GP fits on one BLAS thread, as the sweeper runs them (sweeper.search.gp_batch.single_threaded_blas).
+    """GP fits on one BLAS thread, as the sweeper runs them (sweeper.blas.one_blas_thread).
 
     The matrices of the unit tests are tens of rows: more BLAS threads only spin, and on a
     busy machine they made a fit 100x slower (a bounded fit 22 s instead of 0.2 s).
     """
-    from threadpoolctl import threadpool_limits
+    from sweeper.blas import one_blas_thread as limit
 
-    with threadpool_limits(limits=1, user_api="blas"):
+    with limit():
         yield
 
 

@@ -8,15 +8,13 @@ asked, what came back, the warm starts) and calls the step with it.
 
 from __future__ import annotations
 
-import contextlib
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from sweeper.blas import one_blas_thread
 from sweeper.search.acquisition import BatchSelection, local_ivr_candidates, select_ivr_batch, select_ucb_batch
 from sweeper.search.bounded import fit_bounded_gp
 from sweeper.search.design import as_generator, balance_categories, sobol_design
@@ -198,17 +196,6 @@ def bounded_tagger(X: Points, y: Points, bounds: MetricBounds, fit_kwargs: dict[
                              kernel=s.kernel, rank=s.coregion_rank, n_restarts=s.gp_restarts, kept=TAG_MEMBERS)
     return fit_bounded_gp(X, y, bounds, shapes=warm_shapes(warm), **{
         **fit_kwargs, "init": warm, "n_restarts": s.gp_restarts if warm is None else min(s.gp_restarts, WARM_RESTARTS)})
-
-
-@contextlib.contextmanager
-def single_threaded_blas() -> Iterator[None]:
-    """Run the GP work of the search on one BLAS thread (:func:`sweeper.blas.one_blas_thread`).
-
-    The search runs in the sweep's driver while trials keep every core busy, where threaded
-    BLAS spins against them. NOTE: docs/decisions/0002-one-blas-thread.md
-    """
-    with one_blas_thread():
-        yield
 
 
 def warm_shapes(hyperparameters: Mapping[str, Any] | None) -> tuple[float, float] | None:
