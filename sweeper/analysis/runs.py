@@ -11,7 +11,10 @@ experiment, ``lifecycle_stage = 'active'``, the parent tag) and in its order; an
 falls back to ``search_runs``, and a unit test checks that both give the same frame
 (``tests/unit/test_runs_sqlite.py``). NOTE: docs/decisions/0016-sqlite-trial-reads.md
 
-The runs become the trial table of :mod:`sweeper.analysis.trial_table`.
+The conditions every trial shares are recorded once, on the sweep's run
+(:mod:`sweeper.record.shared_conditions`); :func:`with_shared_conditions` puts them back into each
+trial that points to them, so the runs become the trial table of :mod:`sweeper.analysis.trial_table`
+as if each trial had recorded every condition itself.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from sweeper.analysis.trial_table import (
     run_record,
     trials_frame,
 )
+from sweeper.record.shared_conditions import merged_tags, shared_from_tags
 from sweeper.record.tracking_uri import absolute_tracking_uri, sqlite_path
 from sweeper.search.grammar import parse_specs
 from sweeper.search.space import SearchSpace
@@ -183,7 +187,7 @@ def load_sweep(experiment: str, tracking_uri: str = "sqlite:///mlruns.db", run_i
         )
     parent = _sweep_run(client, uri, exp.experiment_id, experiment, run_id)
     parent_id = parent.info.run_id
-    runs = child_runs(client, uri, exp.experiment_id, parent_id)
+    runs = with_shared_conditions(child_runs(client, uri, exp.experiment_id, parent_id), parent.data.tags)
     settings = dict(parent.data.params)
     return SweepRecords(
         experiment=experiment,
@@ -290,6 +294,13 @@ def sqlite_child_runs(db_path: Path, experiment_id: str, parent_id: str) -> list
     return list(by_id.values())
 
 
+def with_shared_conditions(runs: list[RunRecord], parent_tags: Mapping[str, Any]) -> list[RunRecord]:
+    """The trial runs with the conditions they share put back from the sweep's run
+    (:func:`sweeper.record.shared_conditions.merged_tags`): each as if it had recorded them all itself."""
+    shared = shared_from_tags(parent_tags)
+    return [run._replace(tags=merged_tags(run.tags, shared)) for run in runs]
+
+
 def _space(client: Any, run_id: str, settings: Mapping[str, str]) -> SearchSpace | None:
     """The space from the ``search_space.json`` artifact, else from the ``space.*`` params."""
     try:
@@ -328,4 +339,5 @@ __all__ = [
     "sqlite_child_runs",
     "trials_frame",
     "unfinished_note",
+    "with_shared_conditions",
 ]

@@ -20,7 +20,8 @@ column                    content
                           becomes one (a column of whole numbers is ``int64``)
 ``metric.<k>``            what the task returned (latest value of each metric)
 ``tag.<k>``               the ``sweeper.*`` tags without the prefix (conditions of
-                          measurement, ``seed``, ``pkg.numpy``, ...)
+                          measurement, ``seed``, ``pkg.numpy``, ...; those the trials
+                          share put back from the sweep's run by ``runs.load_sweep``)
 ========================  ===========================================================
 """
 

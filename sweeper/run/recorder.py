@@ -28,6 +28,7 @@ from ray.tune import Callback
 
 from sweeper.record.conditions import measurement_record
 from sweeper.record.redaction import redact_tree
+from sweeper.record.shared_conditions import SharedConditions
 from sweeper.record.spool import DurableWriter
 from sweeper.run.outcome import TrialRecord, format_params
 from sweeper.run.searcher import TRIAL_KEY
@@ -69,6 +70,7 @@ class TrialRecorder(Callback):
         self.strategy = strategy
         self.records: dict[int, TrialRecord] = {}
         self._packages_logged: set[str] = set()
+        self._shared = SharedConditions()  # the conditions every trial shares, recorded once on the sweep's run
         self.keeper = keeper
         self._steps: dict[int, dict[str, tuple[int, float]]] = {}  # index -> metric -> last (step, value) recorded
         self._floors: dict[int, dict[str, int]] = {}  # index -> metric -> last step recorded before its restart
@@ -209,9 +211,11 @@ class TrialRecorder(Callback):
         self._close(record, result)
 
     def adopt(self, ended: dict[int, TrialRecord]) -> None:
-        """Take over the trials a resumed sweep had ended: counted, never recorded twice."""
+        """Take over the trials a resumed sweep had ended: counted, never recorded twice; and the conditions
+        its trials share, on its run (sweeper.record.shared_conditions), kept as they are."""
         self._adopted.update(ended)
         self.records.update(ended)
+        self._shared.load(self.tracker, self.parent_run_id)
 
     def adopt_in_flight(self, in_flight: dict[int, InFlight]) -> None:
         """Take over the runs of a resumed sweep's trials that were in flight and left a checkpoint:
@@ -285,7 +289,9 @@ class TrialRecorder(Callback):
         config = result.config or {}
         conditions = result.conditions or {}
         config_params = {k: v for k, v in config.items() if k not in record.params}
-        tags = {f"{k}": v for k, v in conditions.items()}
+        assert self.writer is not None and record.run_id is not None
+        # Only what the trials do not all share; the sweep's run gets the rest first (same queue, in order).
+        tags = self._shared.trial_tags(self.writer, self.parent_run_id, record.run_id, record.index, conditions)
         tags.update({"status": record.status, "duration_s": record.duration_s, "error": record.error})
         metrics = {**record.metrics, "sweeper.duration_s": record.duration_s}
         traceback_text = result.traceback
@@ -303,7 +309,6 @@ class TrialRecorder(Callback):
         if new_packages:
             self._packages_logged.add(conditions["packages.sha256"])
 
-        assert self.writer is not None and record.run_id is not None
         what, run = f"closing the run of trial #{record.index}", record.run_id
         self.writer.log(what, run, params=config_params, metrics=metrics, tags=tags, step=final_step)
         self.writer.log_text(what, run, json.dumps(measurement, indent=1, default=str), "conditions.json")

@@ -221,3 +221,12 @@ def runs_by_index(runs: list[Any]) -> dict[int, list[Any]]:
     for run in runs:
         grouped.setdefault(int(run.data.tags["sweeper.trial_index"]), []).append(run)
     return grouped
+
+
+def trial_tags(client: Any, run: Any) -> dict[str, Any]:
+    """A trial run's tags with the conditions all its sweep's trials share put back from the sweep's run
+    (sweeper.record.shared_conditions): every condition the trial was measured under."""
+    from sweeper.record.shared_conditions import merged_tags, shared_from_tags
+
+    parent = client.get_run(run.data.tags["mlflow.parentRunId"])
+    return merged_tags(run.data.tags, shared_from_tags(parent.data.tags))

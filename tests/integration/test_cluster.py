@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from tests.documented import documented, run_documented
-from tests.integration.conftest import TEST_ARTIFACTS, child_runs, record_faults, runs_by_index
+from tests.integration.conftest import TEST_ARTIFACTS, child_runs, record_faults, runs_by_index, trial_tags
 from tests.integration.services import (
     MLflowServer,
     Postgres,
@@ -117,19 +117,27 @@ def cluster_sweep(cluster: RayCluster, tracking_server: MLflowServer, tmp_path_f
 
 
 def test_trials_ran_on_both_nodes_and_say_which(cluster_sweep: ClusterSweep, cluster: RayCluster) -> None:
+    from mlflow.tracking import MlflowClient
+
     names = cluster.node_ids()  # Ray node id -> node_a | node_b
+    client = MlflowClient(cluster_sweep.server.url)
+    # The node differs between trials, so each trial records its own; the host they share is on the sweep's run.
     placed = [names.get(r.data.tags["sweeper.ray.node_id"]) for r in cluster_sweep.children]
     assert len(placed) == NUM_TRIALS
     assert set(placed) == {"node_a", "node_b"}, placed
+    assert "sweeper.host" not in cluster_sweep.children[0].data.tags
     for run in cluster_sweep.children:
-        assert run.data.tags["sweeper.ray.node_ip"]
-        assert run.data.tags["sweeper.host"] == socket.gethostname()
+        tags = trial_tags(client, run)
+        assert tags["sweeper.ray.node_ip"] and tags["sweeper.host"] == socket.gethostname()
 
 
 def test_task_code_reached_the_nodes_by_upload(cluster_sweep: ClusterSweep) -> None:
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(cluster_sweep.server.url)
     for run in cluster_sweep.children:
         assert run.data.metrics["shipped"] == 1.0, "the task's sibling module did not come from the working_dir upload"
-        assert run.data.tags["sweeper.code.shipped_from"].endswith(str(cluster_sweep.launch_dir))
+        assert trial_tags(client, run)["sweeper.code.shipped_from"].endswith(str(cluster_sweep.launch_dir))
     assert "code from" in cluster_sweep.proc.stderr + cluster_sweep.proc.stdout
 
 
@@ -225,9 +233,17 @@ def test_mlflow_ui_shows_the_sweep_and_a_trials_conditions(cluster_sweep: Cluste
     parent, trial = cluster_sweep.parent, cluster_sweep.children[1]
     trial_names = [r.info.run_name for r in cluster_sweep.children]
     assert trial_names == [f"trial-{i:04d}" for i in range(NUM_TRIALS)]
-    conditions = {k: trial.data.tags[k] for k in ("sweeper.host", "sweeper.ray.node_id", "sweeper.ray.node_ip",
-                                                    "sweeper.python", "sweeper.packages.sha256",
-                                                    "sweeper.code.shipped_from")}
+    # The trial's page shows the conditions it does not share with every trial (the node, here), and where the
+    # rest are; the sweep's page shows those, once, and names the ones that varied (sweeper.record.shared_conditions).
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(cluster_sweep.server.url)
+    merged = trial_tags(client, trial)
+    assert merged["sweeper.host"] and merged["sweeper.python"] and merged["sweeper.packages.sha256"]
+    assert merged["sweeper.code.shipped_from"] and merged["sweeper.ray.node_ip"]
+    assert "ray.node_id" in parent.data.tags["sweeper.varied_conditions"].split(", ")
+    conditions = {k: trial.data.tags[k] for k in ("sweeper.ray.node_id", "sweeper.shared_conditions")}
+    shared = {k: parent.data.tags[k] for k in ("sweeper.shared_conditions", "sweeper.varied_conditions")}
     # The user opens what the sweep printed at its end (issue 16): the runs table in the Model training view.
     printed = re.findall(r"the sweep's trials: (\S+)", cluster_sweep.proc.stdout + cluster_sweep.proc.stderr)
     assert printed == [f"{cluster_sweep.server.url}/#/experiments/{parent.info.experiment_id}/runs"
@@ -235,9 +251,7 @@ def test_mlflow_ui_shows_the_sweep_and_a_trials_conditions(cluster_sweep: Cluste
     sweep_run = re.findall(r"the sweep's run: +(\S+)", cluster_sweep.proc.stdout + cluster_sweep.proc.stderr)
     assert sweep_run == [printed[0].replace("/runs?", f"/runs/{parent.info.run_id}?")], sweep_run
     # The GP batch's live map (issue 19), as the sweep logged it through the tracking server.
-    from mlflow.tracking import MlflowClient
-
-    live = [a.path for a in MlflowClient(cluster_sweep.server.url).list_artifacts(parent.info.run_id, "live")]
+    live = [a.path for a in client.list_artifacts(parent.info.run_id, "live")]
     assert live == ["live/batch_001_mean.png", "live/batch_001_sd.png"], live
     with chromium_page() as page:
         check_experiment_page(page, printed[0], parent.info.run_name, trial_names,
@@ -245,6 +259,8 @@ def test_mlflow_ui_shows_the_sweep_and_a_trials_conditions(cluster_sweep: Cluste
         check_run_page(page, cluster_sweep.server.url, trial.info.experiment_id, trial.info.run_id,
                        {k: trial.data.params[k] for k in ("x", "y")}, conditions,
                        SCREENSHOTS / "mlflow-ui-trial.png")
+        check_run_page(page, cluster_sweep.server.url, parent.info.experiment_id, parent.info.run_id,
+                       {"strategy": parent.data.params["strategy"]}, shared, SCREENSHOTS / "mlflow-ui-sweep.png")
         shown = check_artifact_image(page, sweep_run[0], "live", "batch_001_mean.png",
                                      SCREENSHOTS / "mlflow-ui-live-map.png")
     assert shown == [path.split("/", 1)[1] for path in live], shown
@@ -323,7 +339,7 @@ def test_a_dead_node_costs_one_attempt_and_the_sweep_completes(cluster: RayClust
     for attempt in failed:
         assert attempt.data.tags["sweeper.error"].startswith("retried:"), attempt.data.tags["sweeper.error"]
         retry = next(r for r in by_index[int(attempt.data.tags["sweeper.trial_index"])] if r.info.status == "FINISHED")
-        assert names.get(retry.data.tags["sweeper.ray.node_id"]) == "node_a"  # ran on the node left
+        assert names.get(trial_tags(client, retry)["sweeper.ray.node_id"]) == "node_a"  # ran on the node left
     assert len(runs) == num_trials + len(failed)
     assert f"Finished {num_trials} trials (0 failed)" in log.read_text()
     record_faults("worker node SIGKILL mid-trial, ray.max_failures=2", faults_injected=1,

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import yaml
 
+from sweeper.record.shared_conditions import merged_tags, shared_from_tags
 from tests.conftest import REPO
 from tests.documented import documented, run_documented
 from tests.integration.conftest import Sweep
@@ -86,6 +87,7 @@ def check_svm_sweep_records(sweep: Sweep) -> None:
     assert [int(r.data.tags["sweeper.trial_index"]) for r in children] == list(range(12))
     assert [r.data.tags["sweeper.phase"] for r in children] == ["sobol"] * 4 + ["ivr"] * 8
     assert [r.data.tags["sweeper.batch"] for r in children] == ["0"] * 4 + ["1"] * 4 + ["2"] * 4
+    shared = shared_from_tags(parent.data.tags)
     for r in children:
         assert r.info.status == "FINISHED"
         assert 1e-3 <= float(r.data.params["C"]) <= 1e5
@@ -93,8 +95,9 @@ def check_svm_sweep_records(sweep: Sweep) -> None:
         assert r.data.params["data.test_size"] == "0.3"  # the composed config rides along
         assert 0.3 < r.data.metrics["test_acc"] <= 1.0
         assert "train_acc" in r.data.metrics
+        tags = merged_tags(r.data.tags, shared)  # with the conditions all trials share, from the sweep's run
         for tag in CONDITION_TAGS:
-            assert r.data.tags.get(tag), f"{tag} missing on trial {r.data.tags['sweeper.trial_index']}"
+            assert tags.get(tag), f"{tag} missing on trial {r.data.tags['sweeper.trial_index']}"
         assert r.data.tags["sweeper.status"] == "FINISHED"
     for r in children[4:]:
         assert float(r.data.tags["sweeper.acquisition"]) > 0

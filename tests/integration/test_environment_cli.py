@@ -10,9 +10,11 @@ from __future__ import annotations
 import itertools
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from sweeper.record.shared_conditions import merged_tags, shared_from_tags
 from sweeper.report.groups import BOOKKEEPING_TAGS
 from tests.conftest import REPO
 from tests.integration.conftest import Sweep, run_cli
@@ -46,10 +48,16 @@ def test_equal_environments_give_bit_identical_metrics_and_different_seeds_do_no
     assert by_env[("0", "1")][0] != by_env[("1", "1")][0]  # the seed matters
 
 
+def trials(sweep: Sweep) -> list[tuple[Any, dict[str, Any]]]:
+    """Each trial run and its tags, with the conditions all trials share put back from the sweep's run."""
+    parent, runs = sweep.runs("torchy")
+    shared = shared_from_tags(parent.data.tags)
+    return [(r, merged_tags(r.data.tags, shared)) for r in runs]
+
+
 def test_recorded_conditions_are_the_settings_read_back(env_sweep: Sweep) -> None:
-    _, runs = env_sweep.runs("torchy")
-    for r in runs:
-        tags, params = r.data.tags, r.data.params
+    for r, tags in trials(env_sweep):
+        params = r.data.params
         threads = params["env.threads"]
         assert tags["sweeper.env_in_force.torch_threads"] == threads
         assert r.data.metrics["torch_threads"] == float(threads)  # what the task itself saw
@@ -65,10 +73,11 @@ def test_recorded_conditions_are_the_settings_read_back(env_sweep: Sweep) -> Non
 
 
 def test_conditions_differ_exactly_in_the_swept_fields(env_sweep: Sweep) -> None:
-    _, runs = env_sweep.runs("torchy")
+    tags = {r.info.run_id: merged for r, merged in trials(env_sweep)}
+    runs = env_sweep.runs("torchy")[1]
 
     def conditions(r) -> dict[str, str]:
-        return {k[len("sweeper."):]: v for k, v in r.data.tags.items()
+        return {k[len("sweeper."):]: v for k, v in tags[r.info.run_id].items()
                 if k.startswith("sweeper.") and k[len("sweeper."):] not in BOOKKEEPING_TAGS}
 
     allowed = {"seed", "env_in_force.seed", "env_in_force.torch_threads", "env_in_force.blas_threads",
@@ -93,7 +102,7 @@ def test_conditions_json_and_the_package_list_are_logged(env_sweep: Sweep) -> No
     assert record["measurand"]["name"] == "loss" and record["measurand"]["value"] == runs[0].data.metrics["loss"]
     assert record["object"] == {"lr": 0.05, "steps": 20}
     assert record["object_conditions"]["environment_requested"]["env.threads"] in (1, 2)
-    sha = runs[0].data.tags["sweeper.packages.sha256"]
+    sha = trials(env_sweep)[0][1]["sweeper.packages.sha256"]
     listed = Path(client.download_artifacts(parent.info.run_id, f"packages/{sha}.txt")).read_text().splitlines()
     assert any(line.startswith("torch==2.14.1") for line in listed)
 
@@ -109,11 +118,11 @@ def test_a_bad_env_value_stops_the_sweep_before_any_trial(tmp_path: Path) -> Non
 def test_fractional_gpus_are_assigned_and_auto_falls_back_to_the_cpu(env_sweep: Sweep) -> None:
     # Ray set CUDA_VISIBLE_DEVICES for each trial of its one GPU, and env.device=auto (the default) still
     # ran on the CPU because torch sees no usable GPU: the path a CPU-only CI and a misconfigured node both take.
-    _, runs = env_sweep.runs("torchy")
+    runs = trials(env_sweep)
     assert len(runs) == 8
-    for r in runs:
-        assert r.data.tags["sweeper.gpu.visible"] == "0"
-        assert r.data.tags["sweeper.env_in_force.device"] == ("cuda" if _torch_has_gpu() else "cpu")
+    for _, tags in runs:
+        assert tags["sweeper.gpu.visible"] == "0"
+        assert tags["sweeper.env_in_force.device"] == ("cuda" if _torch_has_gpu() else "cpu")
 
 
 def _torch_has_gpu() -> bool:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from sweeper.record.shared_conditions import merged_tags, shared_from_tags
 from tests.conftest import REPO
 from tests.integration.conftest import ONE_AT_A_TIME, TOY_APP, run_cli
 
@@ -39,8 +40,10 @@ def test_an_untracked_script_in_git_makes_the_sweep_dirty_and_is_named(tmp_path:
     assert parent.data.tags["sweeper.driver.git.dirty"] == "true"
     assert parent.data.tags["sweeper.driver.git.untracked"] == "toy.py"  # the sweep's own outputs are not counted
     digest = hashlib.sha256(script.read_bytes()).hexdigest()
+    shared = shared_from_tags(parent.data.tags)  # what every trial recorded alike is on the sweep's run, once
+    assert shared is not None and shared["code.script_sha256"] == digest
     for trial in trials:
-        tags = trial.data.tags
+        tags = merged_tags(trial.data.tags, shared)
         assert (tags["sweeper.git.dirty"], tags["sweeper.git.untracked"]) == ("true", "toy.py")
         assert tags["sweeper.code.script_sha256"] == digest
         assert tags["sweeper.code.config_dir"] == str(tmp_path / "conf")
@@ -53,11 +56,12 @@ def test_outside_git_the_script_hash_is_recorded_and_the_checklist_shows_it(tmp_
     sweep = run_cli(script, tmp_path, *FEW_TRIALS)
     assert sweep.proc.returncode == 0, sweep.output
     digest = hashlib.sha256(script.read_bytes()).hexdigest()
-    parent, trials = sweep.runs("toy")
-    assert {t.data.tags["sweeper.code.script_sha256"] for t in trials} == {digest}
+    parent, runs = sweep.runs("toy")
+    trials = [merged_tags(t.data.tags, shared_from_tags(parent.data.tags)) for t in runs]
+    assert {t["sweeper.code.script_sha256"] for t in trials} == {digest}
     assert parent.data.tags["sweeper.driver.code.script_sha256"] == digest  # the sweep's run, as the driver read it
     assert "cannot be identified" not in sweep.output  # a hashed script identifies the code
-    assert not any("sweeper.git.commit" in t.data.tags for t in trials)
+    assert not any("sweeper.git.commit" in t for t in trials)
     report = subprocess.run([sys.executable, "-m", "sweeper.cli", "report", "--experiment", "toy", "--tracking-uri",
                              sweep.tracking_uri, "--out", str(tmp_path / "report")],
                             cwd=REPO, capture_output=True, text=True, timeout=120)

@@ -8,16 +8,21 @@ which makes one QRA group of 8 measurements and 4 seed-paired threads comparison
 
 from __future__ import annotations
 
+import json
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 import pytest
 
 from sweeper.analysis import compare_conditions, expected_max, qra
+from sweeper.record.shared_conditions import merged_tags, shared_from_tags
+from sweeper.report.groups import BOOKKEEPING_TAGS
 from tests.conftest import REPO
 from tests.integration.conftest import ONE_AT_A_TIME, TOY_APP, Sweep, run_cli
 
@@ -85,6 +90,7 @@ def test_seed_sweep_report_has_the_caution_qra_and_crane_statistics(seed_sweep) 
     sweep, proc, out = seed_sweep
     assert proc.returncode == 0, proc.stdout + proc.stderr
     parent, children = sweep.runs("noisy")
+    check_shared_conditions(sweep, parent, children, out)
     assert set(REPORT_FILES) | {"environment_env_threads.png"} <= artifacts(sweep, parent.info.run_id)
     text = (out / "report.md").read_text()
     top = text.split("## ")[0]
@@ -131,6 +137,32 @@ def test_seed_sweep_report_has_the_caution_qra_and_crane_statistics(seed_sweep) 
         assert env[column] == pytest.approx(getattr(ref, column), abs=1e-9), column
     assert "![score under each value of env.threads](environment_env_threads.png)" in text
     assert (out / "report.html").read_text().count("data:image/png;base64,") == len(list(out.glob("*.png")))
+
+
+def check_shared_conditions(sweep: Sweep, parent: Any, children: list[Any], out: Path) -> None:
+    """The conditions every trial shares are on the sweep's run, once; each trial keeps those that differ (here the
+    swept seed and threads) and loses none: with the shared ones put back it holds all its conditions.json holds,
+    and the report's checklist reads them."""
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(sweep.tracking_uri)
+    shared = shared_from_tags(parent.data.tags)
+    assert shared is not None and shared["host"] == socket.gethostname(), parent.data.tags
+    assert {"python", "os", "cpu.model", "pkg.numpy", "packages.sha256", "code.script_sha256"} <= set(shared)
+    varied = parent.data.tags["sweeper.varied_conditions"].split(", ")
+    assert {"seed", "threads.numpy.openblas", "env_in_force.seed"} <= set(varied) and not set(varied) & set(shared)
+    for run in children:
+        tags = {k.removeprefix("sweeper.") for k in run.data.tags}
+        assert not tags & set(shared) and set(varied) <= tags, tags
+        assert len(tags - BOOKKEEPING_TAGS) < len(shared) / 2, tags  # of ~45 condition tags, only what differs
+        record = json.loads(Path(client.download_artifacts(run.info.run_id, "conditions.json", str(out))).read_text())
+        recorded = {**record["object_conditions"], **record["measurement_procedure"]}
+        recorded.pop("environment_requested")
+        merged = merged_tags(run.data.tags, shared)
+        assert {k: merged.get(f"sweeper.{k}") for k in recorded} == recorded
+    checklist = json.loads((out / "summary.json").read_text())["checklist"]  # read from the shared ones
+    assert checklist["Hardware: CPU"].endswith(f"host {socket.gethostname()}"), checklist["Hardware: CPU"]
+    assert f"numpy {np.__version__}" in checklist["Software versions"], checklist["Software versions"]
 
 
 def test_report_cli_errors_are_clear(seed_sweep, tmp_path: Path) -> None:

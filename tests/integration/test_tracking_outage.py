@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.integration.conftest import SHARED_RAY, TOY_APP, child_runs, record_faults, runs_by_index
+from tests.integration.conftest import SHARED_RAY, TOY_APP, child_runs, record_faults, runs_by_index, trial_tags
 from tests.integration.services import free_port, mlflow_server, postgres_server
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -69,7 +69,7 @@ def _assert_complete(url: str, experiment: str, num_trials: int) -> int:
         assert [r.info.status for r in attempts] == ["FINISHED"], (index, [r.info.status for r in attempts])
         run = attempts[0]
         assert {"x", "y"} <= set(run.data.params) and "score" in run.data.metrics
-        assert run.data.tags["sweeper.status"] == "FINISHED" and run.data.tags["sweeper.host"]
+        assert run.data.tags["sweeper.status"] == "FINISHED" and trial_tags(client, run)["sweeper.host"]
         assert "conditions.json" in [a.path for a in client.list_artifacts(run.info.run_id)]
     parent = client.get_run(runs[0].data.tags["mlflow.parentRunId"])
     assert parent.info.status == "FINISHED"
