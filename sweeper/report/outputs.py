@@ -34,7 +34,7 @@ def filter_hash(rule: TrialFilter | None) -> str | None:
     return hashlib.sha256(f"{rule.metric} {rule.op} {rule.value!r}".encode()).hexdigest()[:8]
 
 
-def _slug(name: str) -> str:
+def slug(name: str) -> str:
     """A name safe as one path component (an experiment may be called ``team/svm v2``)."""
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip(".") or "_"
 
@@ -42,13 +42,13 @@ def _slug(name: str) -> str:
 def report_folder(experiment: str, parent_run_id: str, rule: TrialFilter | None) -> str:
     """The default local folder of a report, e.g. ``report-svm-3f2a9c1d`` or ``report-svm-3f2a9c1d-0b1e22aa``."""
     digest = filter_hash(rule)
-    return f"report-{_slug(experiment)}-{parent_run_id[:8]}" + (f"-{digest}" if digest else "")
+    return f"report-{slug(experiment)}-{parent_run_id[:8]}" + (f"-{digest}" if digest else "")
 
 
 def multiverse_folder(experiment: str, parent_run_id: str, kernel: str, rule: TrialFilter | None) -> str:
     """The default local folder of a multiverse analysis, e.g. ``multiverse-svm-3f2a9c1d-matern52-ard``."""
     digest = filter_hash(rule)
-    return f"multiverse-{_slug(experiment)}-{parent_run_id[:8]}-{kernel}" + (f"-{digest}" if digest else "")
+    return f"multiverse-{slug(experiment)}-{parent_run_id[:8]}-{kernel}" + (f"-{digest}" if digest else "")
 
 
 def report_artifact_dir(rule: TrialFilter | None) -> str:
