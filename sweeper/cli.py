@@ -9,6 +9,8 @@
     sweeper resume multirun/2026-11-22/10-00-00                # continue a sweep whose driver died
     sweeper resume multirun/slurm-123 ray.address=10.0.0.5:6379  # ... on another cluster
     sweeper sync multirun/2026-11-22/10-00-00                  # send writes spooled during an MLflow outage
+    sweeper compare --experiment svm-rbf --experiment logreg   # whose expected best is ahead at each budget
+    sweeper rerun --experiment svm-breast-cancer --top 3 --seeds 5 --seed-key data.split_seed  # the best again
 """
 
 from __future__ import annotations
@@ -43,13 +45,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                           description="Send the writes waiting in <sweep dir>/mlflow_spool.jsonl to the tracking "
                                       "server recorded in it, in order.")
     sync.add_argument("sweep_dir", help="the sweep's directory")
+    from sweeper.compare_cli import add_compare_parser
+    from sweeper.rerun_cli import add_rerun_parser
+
+    add_compare_parser(sub)
+    add_rerun_parser(sub)
     args = parser.parse_args(argv)
     if args.version:
         from sweeper import __version__
 
         print(__version__)
         return 0
-    problem = _store_problem(args.tracking_uri) if args.command in ("trials", "report", "multiverse") else None
+    reading = ("trials", "report", "multiverse", "compare", "rerun")
+    problem = _store_problem(args.tracking_uri) if args.command in reading else None
     if problem:
         print(f"sweeper {args.command}: {problem}", file=sys.stderr)
         return 2
@@ -63,6 +71,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _resume(args.sweep, args.tracking_uri, args.overrides)
     if args.command == "sync":
         return _sync(args.sweep_dir)
+    if args.command in ("compare", "rerun"):
+        return int(args.handler(args))
     parser.print_help()
     return 2
 
@@ -149,7 +159,7 @@ def _add_sweep_arguments(parser: argparse.ArgumentParser, verb: str) -> None:
                              "recorded them; 'null null' models the raw values")
 
 
-def _bounds(args: argparse.Namespace) -> Any:
+def parse_bounds(args: argparse.Namespace) -> Any:
     """``--bounds`` as MetricBounds (None for 'null null'), or the sweep's own when not given."""
     from sweeper.report.request import SWEEP_BOUNDS, ReportError
     from sweeper.search.warping import MetricBounds
@@ -204,7 +214,7 @@ def _report(args: argparse.Namespace) -> int:
         out = Path(args.out or report_folder(records.experiment, records.parent_run_id, rule)).resolve()
         surrogate = {"auto": None, "always": True, "never": False}[args.surrogate]
         report = build_report(records, metric=args.metric, mode=args.mode, group_by=args.group_by,
-                              trial_filter=rule, out_dir=out, surrogate=surrogate, bounds=_bounds(args),
+                              trial_filter=rule, out_dir=out, surrogate=surrogate, bounds=parse_bounds(args),
                               scale_min=args.scale_min)
     except (SweepNotFoundError, FilterError, ReportError, OutputDirError) as exc:
         print(f"sweeper report: {exc}", file=sys.stderr)
@@ -288,7 +298,7 @@ def _multiverse(args: argparse.Namespace) -> int:
         out = Path(args.out or default).resolve()
         report = build_multiverse(records, out_dir=out, metric=args.metric, trial_filter=rule,
                                   kernel=args.kernel, others=args.others, resolution=args.resolution, seed=args.seed,
-                                  bounds=_bounds(args))
+                                  bounds=parse_bounds(args))
     except (SweepNotFoundError, FilterError, ReportError, OutputDirError) as exc:
         print(f"sweeper multiverse: {exc}", file=sys.stderr)
         return 1

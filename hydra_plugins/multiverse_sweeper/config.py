@@ -40,6 +40,14 @@ class MultiverseSweeperConf:
     # a key given on the command line replaces the same key here; hydra.sweeper.params={} (or null) on the
     # command line clears what the YAML gives
     params: dict[str, Any] | None = field(default_factory=dict)
+    # strategy=grid: a list of joint points, e.g. [{lr: 0.1, depth: 2}, {lr: 0.01, depth: 8}], each run as one
+    # point of the grid, crossed with the values of the other dims (e.g. params env.seed: range(0,5)): two
+    # configurations, not the four combinations of their values. Every configuration sets the same keys; each key is
+    # a param of its own in the records; a key with one value in all is a fixed value. null: none (see `sweeper rerun`)
+    configurations: list[Any] | None = None
+    # the MLflow run id of the sweep this one re-runs (`sweeper rerun` sets it): this sweep's run is tagged
+    # sweeper.rerun_of=<id>, and that run sweeper.rerun_by=<this run's id> (comma-separated, one per rerun). null: none
+    rerun_of: str | None = None
     seed: int = 0  # the searcher's own seed: Sobol scramble, candidates, integration points, GP restarts
     deterministic: bool = False  # commit to whole batches: same points whatever the timing
     max_failure_rate: float = 0.5  # start no new trial once more than this fraction of num_trials failed

@@ -25,6 +25,7 @@ from sweeper.report.document import Block, Heading, OutputDir, Paragraph, render
 from sweeper.report.filtering import TrialFilter, TrialSelection, parse_filter, select_trials
 from sweeper.report.groups import PairedConditions, QRAGroup, paired_conditions, qra_groups
 from sweeper.report.outputs import REPORT_ARTIFACT_DIR, report_artifact_dir
+from sweeper.report.ranking import RERUN_OF_TAG, RankingStability, ranking_section, ranking_stability, replicate_params
 from sweeper.report.request import (
     SWEEP_BOUNDS,
     ReportError,
@@ -80,6 +81,7 @@ class Report:
         surrogate: The GP surrogate's curve, or None.
         surrogate_note: Why there is no surrogate curve, when there is none.
         qra_groups: The groups of repeated measurements with their QRA.
+        ranking: For a sweep of listed configurations, how stable their order is over replicates, or None.
         comparisons: Paired comparisons of two-valued environment conditions.
         checklist: Dodge's checklist as filled from the records.
         summary: The content of ``summary.json``.
@@ -101,6 +103,7 @@ class Report:
     checklist: list[ChecklistItem]
     summary: dict[str, Any] = field(repr=False)
     artifact_dir: str = ARTIFACT_DIR
+    ranking: RankingStability | None = None
 
     @property
     def markdown(self) -> Path:
@@ -203,7 +206,8 @@ def build_report(
     return Report(out_dir=out.path, files=tuple(out.files), metric=metric, mode=mode, strategy=records.strategy,
                   biased=found.biased, curves=found.curves, surrogate=found.surrogate,
                   surrogate_note=found.surrogate_note, qra_groups=found.groups, comparisons=found.comparisons,
-                  checklist=found.checklist, summary=content, artifact_dir=report_artifact_dir(rule))
+                  checklist=found.checklist, summary=content, artifact_dir=report_artifact_dir(rule),
+                  ranking=found.ranking)
 
 
 def _findings(records: SweepRecords, *, metric: str, mode: str, rule: TrialFilter | None, group_by: str | None,
@@ -218,7 +222,7 @@ def _findings(records: SweepRecords, *, metric: str, mode: str, rule: TrialFilte
     sur, sur_note = _surrogate_curve(records, kept, values, metric=metric, maximize=maximize, bounds=bounds,
                                      biased=biased, request=surrogate)
     measurands = [metric, *(m for m in known if m != metric and kept[f"metric.{m}"].notna().any())]
-    groups = qra_groups(kept, measurands, scale_min=scale_min)
+    groups = qra_groups(kept, measurands, scale_min=scale_min, replicates=replicate_params(records))
     comparisons, pair_notes = paired_conditions(kept, metric)
     best = _best(kept, metric, maximize, records)
     checklist = fill_checklist(records, metric=metric, mode=mode, kept=kept, n_filtered=int(selection.filtered.sum()),
@@ -227,7 +231,8 @@ def _findings(records: SweepRecords, *, metric: str, mode: str, rule: TrialFilte
     return ReportFindings(metric=metric, mode=mode, rule=rule, group_by=group_by, selection=selection, kept=kept,
                           values=values, biased=biased, curves=curves, overall=overall, surrogate=sur,
                           surrogate_note=sur_note, measurands=measurands, groups=groups, comparisons=comparisons,
-                          pair_notes=pair_notes, best=best, checklist=checklist, bounds_hint=hint)
+                          pair_notes=pair_notes, best=best, checklist=checklist, bounds_hint=hint,
+                          ranking=ranking_stability(records, kept, metric, maximize, scale_min))
 
 
 def _surrogate_curve(records: SweepRecords, kept: pd.DataFrame, values: npt.NDArray[np.float64], *, metric: str,
@@ -238,6 +243,9 @@ def _surrogate_curve(records: SweepRecords, kept: pd.DataFrame, values: npt.NDAr
         return None, ("the sweep drew its trials at random, so the empirical curve is already unbiased"
                       if not biased else "not asked for")
     space = records.space
+    if space is not None and space.joint:
+        return None, ("the sweep ran a list of configurations (hydra.sweeper.configurations), not a search of its "
+                      "space: there is no random search over it to estimate")
     try:
         X = unit_points(space, trial_points(kept, records))
         assert space is not None  # else unit_points raised SurrogateUnavailable
@@ -264,6 +272,7 @@ def _page(records: SweepRecords, out: OutputDir, f: ReportFindings) -> list[Bloc
     if f.biased or f.surrogate is not None:
         blocks += sections.surrogate_section(out, f.surrogate, f.surrogate_note, f.overall, metric=f.metric,
                                              strategy=records.strategy)
+    blocks += ranking_section(out, f.ranking, metric=f.metric, rerun_of=records.parent_tags.get(RERUN_OF_TAG))
     blocks += sections.qra_section(out, f.groups, f.measurands)
     blocks += sections.environment_section(out, f.comparisons, f.pair_notes, metric=f.metric)
     blocks += sections.failures_section(out, records.failed(), trials[f.selection.filtered], rule=f.rule,

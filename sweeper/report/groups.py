@@ -65,14 +65,16 @@ def row_keys(trials: pd.DataFrame, columns: Sequence[str]) -> pd.Series:
     return texts[0].str.cat(texts[1:], sep="\x1f") if len(texts) > 1 else texts[0]
 
 
-def object_columns(trials: pd.DataFrame) -> list[str]:
-    """The ``param.*`` columns that define the object measured."""
-    return [c for c in trials.columns if c.startswith("param.") and not is_environment_param(c[6:])]
+def object_columns(trials: pd.DataFrame, replicates: Sequence[str] = ()) -> list[str]:
+    """The ``param.*`` columns that define the object measured (``replicates``: params that replicate it)."""
+    return [c for c in trials.columns
+            if c.startswith("param.") and not is_environment_param(c[6:]) and c[6:] not in replicates]
 
 
-def condition_columns(trials: pd.DataFrame) -> list[str]:
-    """The columns that are conditions of measurement: environment params, then condition tags."""
-    env = [c for c in trials.columns if c.startswith("param.") and is_environment_param(c[6:])]
+def condition_columns(trials: pd.DataFrame, replicates: Sequence[str] = ()) -> list[str]:
+    """The columns that are conditions of measurement: environment params and ``replicates``, then condition tags."""
+    env = [c for c in trials.columns
+           if c.startswith("param.") and (is_environment_param(c[6:]) or c[6:] in replicates)]
     tags = [c for c in trials.columns if c.startswith("tag.") and c[4:] not in BOOKKEEPING_TAGS
             and not c[4:].startswith("driver.")]
     return env + tags
@@ -105,25 +107,28 @@ class QRAGroup:
         return int(len(self.table))
 
 
-def qra_groups(trials: pd.DataFrame, measurands: Sequence[str], *, scale_min: float = 0.0) -> list[QRAGroup]:
+def qra_groups(trials: pd.DataFrame, measurands: Sequence[str], *, scale_min: float = 0.0,
+               replicates: Sequence[str] = ()) -> list[QRAGroup]:
     """Group trials that measured the same object, with their QRA per measurand.
 
     Args:
         trials: The trials to group (finished and kept), the trial table's columns.
         measurands: Metric names, e.g. ``["test_acc", "train_acc"]``.
         scale_min: Lowest possible score, passed to :func:`~sweeper.analysis.qra`.
+        replicates: Params that replicate an object rather than name it, besides ``env.*`` and ``seed``: the
+            seed key and conditions of a sweep with listed configurations (``data.split_seed``).
 
     Returns:
         One :class:`QRAGroup` per object with two or more trials, largest first.
     """
     import pandas as pd
 
-    objects = object_columns(trials)
+    objects = object_columns(trials, replicates)
     varying = [c for c in objects if trials[c].map(value_text).nunique() > 1]
     keys = row_keys(trials, objects)
     sizes = keys.value_counts()
     repeated = trials[keys.isin(sizes.index[sizes >= 2]).to_numpy()]
-    conditions = condition_columns(trials)
+    conditions = condition_columns(trials, replicates)
     fixed = fixed_measurands(trials, measurands[1:], scale_min=scale_min)
     groups: list[QRAGroup] = []
     parts = [rows.sort_values("index") for _, rows in repeated.groupby(keys[repeated.index], sort=False)]
@@ -137,7 +142,7 @@ def qra_groups(trials: pd.DataFrame, measurands: Sequence[str], *, scale_min: fl
         for c in vary:
             table[c.split(".", 1)[1]] = texts[c].to_numpy()
         label = object_label({c[6:]: rows[c].iloc[0] for c in varying})
-        seeds = replicate_keys(rows)
+        seeds = replicate_keys(rows, [k for k in replicates if not is_environment_param(k)])
         results: dict[str, QRA | str] = {}
         for m in measurands:
             values = rows[f"metric.{m}"].to_numpy(dtype=np.float64, na_value=np.nan) if f"metric.{m}" in rows \
@@ -161,13 +166,17 @@ def object_label(obj: dict[str, Any]) -> str:
         else "the configuration"
 
 
-def replicate_keys(rows: pd.DataFrame) -> np.ndarray | None:
-    """Each trial's seed as text (the first seed column present), or ``None`` when no seed is recorded.
+def replicate_keys(rows: pd.DataFrame, seed_params: Sequence[str] = ()) -> np.ndarray | None:
+    """Each trial's seed as text (``seed_params``' values where given, else the first seed column present), or
+    ``None`` when no seed is recorded.
 
     Bit-identical results under the same seed are one measurement repeated (see
     :func:`~sweeper.analysis.qra.distinct_measurements`); without a recorded seed any
     bit-identical results count once.
     """
+    given = [f"param.{k}" for k in seed_params if f"param.{k}" in rows]
+    if given:
+        return row_keys(rows, given).to_numpy(dtype=object)
     for c in (*(f"param.{k}" for k in SEED_KEYS), "tag.seed"):
         if c in rows and rows[c].notna().any():
             return rows[c].map(value_text).to_numpy(dtype=object)

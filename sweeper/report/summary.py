@@ -10,6 +10,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sweeper.analysis.qra import QRA
+from sweeper.report.ranking import ranking_summary
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from sweeper.report.checklist import ChecklistItem
     from sweeper.report.filtering import TrialFilter, TrialSelection
     from sweeper.report.groups import PairedConditions, QRAGroup
+    from sweeper.report.ranking import RankingStability
     from sweeper.report.surrogate import SurrogateCurve
 
 
@@ -49,6 +51,7 @@ class ReportFindings:
         best: The best kept trial (index, run id, value, params), or None.
         checklist: Dodge's checklist as filled from the records.
         bounds_hint: The caution for a score in [0, 1] modelled without bounds, or None.
+        ranking: For a sweep of listed configurations, how stable their order is over the replicates, or None.
     """
 
     metric: str
@@ -70,6 +73,7 @@ class ReportFindings:
     best: dict[str, Any] | None
     checklist: list[ChecklistItem]
     bounds_hint: str | None
+    ranking: RankingStability | None = None
 
     @property
     def n_filtered(self) -> int:
@@ -108,6 +112,7 @@ def summary(records: SweepRecords, f: ReportFindings) -> dict[str, Any]:
         "checklist": {i.item: i.value for i in f.checklist},
         "not_recorded": [i.item for i in f.checklist if not i.recorded],
         "bounds_hint": f.bounds_hint,
+        "ranking": ranking_summary(f.ranking),
     }
 
 

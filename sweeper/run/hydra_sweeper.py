@@ -44,12 +44,14 @@ from sweeper.run.sweep_validation import (
     mlflow_problems,
     params_as_given,
     ray_problems,
+    rerun_problems,
     resolved_block,
     settings_problems,
     warn_about_the_metric,
 )
 from sweeper.run.task_ref import task_ref
 from sweeper.run.tune_checkpoints import CheckpointSettings, newest_checkpoint, storage_filesystem
+from sweeper.search.configurations import configurations_changed, with_configurations
 from sweeper.search.grammar import parse_search_space
 from sweeper.search.settings import PolicySettings, default_num_trials
 from sweeper.search.space import SearchSpace
@@ -88,7 +90,8 @@ class SweeperImpl:
     """
 
     def __init__(self, *, strategy: str, metric: str, mode: str | None, n_initial: int, batch_size: int,
-                 num_trials: int | None, grid_repeats: int, params: Mapping[str, Any] | None, seed: int,
+                 num_trials: int | None, grid_repeats: int, params: Mapping[str, Any] | None,
+                 configurations: Sequence[Any] | None, rerun_of: str | None, seed: int,
                  deterministic: bool, max_failure_rate: float, stop_on_identical_failures: int | None,
                  trial_timeout_s: float | None, ucb_beta: float, n_candidates: int, n_integration: int,
                  gp_restarts: int, gp_max_fit_points: int | None, gp_refine_max_points: int | None,
@@ -99,6 +102,8 @@ class SweeperImpl:
         unknown.pop("_target_", None)  # Hydra's instantiation target, when a caller passes the whole node
         self.unknown = unknown
         self.params: dict[str, Any] = _plain_params(params)
+        self.configurations = _plain_container(configurations)  # the space's too (sweeper.search.configurations)
+        self.rerun_of = rerun_of  # the sweep's run's link to the sweep it re-runs (sweeper.run.sweep_records)
         self.run = RunSettings(metric=metric, max_failure_rate=max_failure_rate, trial_timeout_s=trial_timeout_s,
                                resume=bool(resume), live_maps=bool(live_maps))
         self.checkpoints = CheckpointSettings(keep_checkpoints=keep_checkpoints,
@@ -206,16 +211,21 @@ class SweeperImpl:
         composer = None
         try:
             space = parse_search_space(params_as_given(self.params, self.config), arguments)
-            composer = checked_composer(self.hydra_context, self.config, space)
         except SweeperConfigError as exc:
             problems.extend(exc.problems)
+        try:
+            space = with_configurations(space, self.configurations, strategy=str(self.search.strategy))
+            composer = checked_composer(self.hydra_context, self.config, space) if space is not None else None
+        except SweeperConfigError as exc:
+            problems.extend(exc.problems)
+            space = None
         settings = self.policy_settings(space)
         problems.extend(settings_problems(settings, self.run, self.checkpoints, space))
         warn_about_the_metric(self.run.metric, self.mode, self.search.metric_bounds)
         ray_block = resolved_block(self.config, "ray")
         problems.extend(ray_problems(ray_block))
         mlflow_block = resolved_block(self.config, "mlflow")
-        problems.extend(mlflow_problems(mlflow_block))
+        problems.extend(mlflow_problems(mlflow_block) or rerun_problems(self.rerun_of, mlflow_block))
         if problems:
             raise SweeperConfigError(problems)
         assert space is not None and composer is not None
@@ -225,13 +235,16 @@ class SweeperImpl:
         """The manifest of the sweep in ``sweep_dir``, if this command may continue it."""
         manifest = SweepManifest.load(sweep_dir)
         problems = manifest.problems(space, settings.strategy, settings.seed, settings.num_trials)
+        changed = configurations_changed(SearchSpace.from_dict(manifest.space), space)
+        problems += [changed] if changed else []
         if problems:
             raise SweeperConfigError([f"cannot resume the sweep in {sweep_dir}: {p}" for p in problems])
         return manifest
 
     def _origin(self, arguments: list[str]) -> SweepOrigin:
         assert self.config is not None and self.hydra_context is not None and self.task_function is not None
-        return SweepOrigin(self.config, self.hydra_context, self.task_function, self._code_dir(), arguments)
+        return SweepOrigin(self.config, self.hydra_context, self.task_function, self._code_dir(), arguments,
+                           self.rerun_of)
 
     def _code_dir(self) -> str | None:
         try:
@@ -308,6 +321,12 @@ def _plain_params(params: Mapping[str, Any] | None) -> dict[str, Any]:
     if isinstance(params, DictConfig):
         return cast(dict[str, Any], OmegaConf.to_container(params, resolve=False))  # a DictConfig gives a dict
     return dict(params or {})
+
+
+def _plain_container(value: Any) -> Any:
+    """A setting's list or mapping as plain Python (OmegaConf's containers as lists and dicts), its ``${...}`` kept
+    as typed, as in ``params``: a trial's config resolves them."""
+    return OmegaConf.to_container(value, resolve=False) if isinstance(value, DictConfig | ListConfig) else value
 
 
 def _plain_bounds(bounds: Sequence[float | None] | None) -> Sequence[float | None] | None:

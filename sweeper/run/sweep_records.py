@@ -41,6 +41,7 @@ class SweepOrigin:
     task_function: TaskFunction
     code_dir: str | None
     arguments: list[str]
+    rerun_of: str | None = None  # the run id of the sweep this one re-runs (hydra.sweeper.rerun_of)
 
 
 def open_records(manifest: SweepManifest | None, mlflow_cfg: dict[str, Any], ray_cfg: dict[str, Any],
@@ -78,6 +79,7 @@ def sweep_params(settings: PolicySettings, run: RunSettings, space: SearchSpace)
         "metric": run.metric,
         "max_failure_rate": run.max_failure_rate,
         **{f"space.{k}": v for k, v in space.describe().items()},
+        **({"configurations": len(space.configurations)} if space.joint else {}),
         "fixed_overrides": " ".join(redact_overrides(space.fixed_overrides)),
     }
 
@@ -98,10 +100,27 @@ def start_parent_run(tracker: Tracker, ray_cfg: dict[str, Any], space: SearchSpa
             "overrides": " ".join(redact_overrides(origin.arguments)),
             **{f"driver.{k}": v for k, v in capture_conditions(origin.code_dir).items()},
             **{f"driver.{k}": v for k, v in code_conditions(origin.task_function, origin.hydra_context).items()},
+            **({"rerun_of": origin.rerun_of} if origin.rerun_of else {}),
         },
     )
+    if origin.rerun_of:
+        link_rerun(tracker, origin.rerun_of, run_id)
     storage, name = tune_location(ray_cfg, sweep_dir, run_id)
     tracker.log(run_id, tags={"tune_experiment": tune_experiment_path(storage, name)})
     tracker.log_text(run_id, redact_yaml_config(origin.config), "multirun.yaml")
     tracker.log_text(run_id, json.dumps(redact_tree(space.to_dict()), indent=2), "search_space.json")
     return run_id
+
+
+def link_rerun(tracker: Tracker, first_run_id: str, run_id: str) -> None:
+    """Tag the sweep ``first_run_id`` re-runs with ``sweeper.rerun_by``: the ids of its reruns, comma-separated,
+    this one added. A failure is logged, not raised: the rerun's own tag ``sweeper.rerun_of`` holds the link too."""
+    from sweeper.record.tracking import TAG_PREFIX, get_run
+
+    key = "rerun_by"
+    try:
+        earlier = get_run(tracker.tracking_uri, first_run_id).data.tags.get(f"{TAG_PREFIX}{key}", "")
+        ids = [i for i in earlier.split(",") if i and i != run_id]
+        tracker.log(first_run_id, tags={key: ",".join([*ids, run_id])})
+    except Exception as exc:  # noqa: BLE001 - the link back is a convenience; the rerun's own tag holds it
+        log.warning("could not tag sweep run %s with %s%s=%s: %s", first_run_id, TAG_PREFIX, key, run_id, exc)

@@ -109,6 +109,32 @@ def mlflow_problems(mlflow_block: dict[str, Any]) -> list[str]:
     return problems
 
 
+def rerun_problems(rerun_of: Any, mlflow_block: dict[str, Any]) -> list[str]:
+    """The problem of ``hydra.sweeper.rerun_of``: not a run id, or no sweep's run of that id in the sweep's store.
+
+    Read without MLflow (:mod:`sweeper.record.run_lookup`): the driver forks its writer after this, which must
+    not share a store the driver opened. A store that cannot be asked so (a database server, a server wanting
+    credentials) is not checked here; the link's tag then says whether it was found (``link_rerun``).
+    """
+    from sweeper.record.run_lookup import FOUND, MISSING, UNKNOWN, sweep_run_state
+    from sweeper.record.tracking_uri import absolute_tracking_uri
+
+    if rerun_of is None:
+        return []
+    key = f"{PREFIX}rerun_of"
+    if not isinstance(rerun_of, str) or not rerun_of.isalnum():
+        return [f"{key}={rerun_of!r} is invalid: the MLflow run id of a sweep (its parent run, e.g. from `sweeper "
+                f"trials --experiment NAME`). Try {key}=null."]
+    uri = absolute_tracking_uri(str(mlflow_block["tracking_uri"]))
+    state = sweep_run_state(uri, rerun_of)
+    if state in (FOUND, UNKNOWN):
+        return []
+    what = "no run" if state == MISSING else "a run that is not a sweep's (no tag sweeper.role=sweep)"
+    return [redact_text(f"{key}={rerun_of}: the store {uri} holds {what} of that id. Give the parent run id of a "
+                        f"sweep recorded there (`sweeper trials --experiment NAME --tracking-uri {uri}` shows it), "
+                        f"or {key}=null.")]
+
+
 def params_as_given(params: dict[str, Any], config: DictConfig) -> dict[str, Any]:
     """``hydra.sweeper.params`` as the command line leaves it.
 

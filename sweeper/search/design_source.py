@@ -13,6 +13,7 @@ from typing import Protocol
 import numpy as np
 from numpy.typing import NDArray
 
+from sweeper.search.configurations import joint_grid
 from sweeper.search.design import balance_categories, factorial_design, random_design, sobol_design
 from sweeper.search.history import TrialHistory
 from sweeper.search.settings import STREAM_BALANCE, STREAM_RANDOM, PolicySettings, Strategy
@@ -66,7 +67,8 @@ class SobolDesign:
 
 
 class GridDesign:
-    """The full factorial of the discrete dimensions in a seeded random order, made on first use.
+    """The full factorial of the discrete dimensions in a seeded random order, made on first use; with
+    configurations, each configuration crossed with the other dims' values (:func:`joint_grid`).
 
     Beyond the grid's size it starts over in the same order (``grid_repeats``).
     """
@@ -79,7 +81,8 @@ class GridDesign:
 
     def unit(self, index: int) -> NDArray[np.float64]:
         if self._points is None:
-            self._points = factorial_design([lv for lv in self._space.levels() if lv is not None], self._seed)
+            self._points = joint_grid(self._space, self._seed) if self._space.joint else factorial_design(
+                [lv for lv in self._space.levels() if lv is not None], self._seed)
         u: NDArray[np.float64] = self._points[index % self._points.shape[0]]
         return u
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from sweeper.search.configurations import joint_grid_size
 from sweeper.search.kernels import KERNELS
 from sweeper.search.space import SearchSpace
 from sweeper.search.warping import MetricBounds
@@ -49,7 +50,10 @@ STREAM_TAG = 8
 
 
 def grid_size(space: SearchSpace) -> int | None:
-    """The number of points of ``space``'s full factorial; None when a dimension is a float interval."""
+    """The number of points of ``space``'s full factorial (its configurations crossed with the other dims' values,
+    when it has configurations); None when a dimension is a float interval."""
+    if space.joint:
+        return joint_grid_size(space)
     levels = space.levels()
     return None if any(lv is None for lv in levels) else math.prod(len(lv) for lv in levels if lv is not None)
 

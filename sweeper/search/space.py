@@ -303,6 +303,10 @@ class SearchSpace:
 
     dims: tuple[Dimension, ...]
     fixed_overrides: tuple[str, ...] = ()
+    #: ``hydra.sweeper.configurations``: the dims whose values are set together, and the values of each
+    #: configuration in that order, the only combinations of them a grid runs (sweeper.search.configurations).
+    joint: tuple[str, ...] = ()
+    configurations: tuple[tuple[Any, ...], ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "dims", tuple(self.dims))
@@ -377,7 +381,8 @@ class SearchSpace:
             kind = next(k for k, cls in _KINDS.items() if isinstance(dim, cls))
             data = {f.name: getattr(dim, f.name) for f in fields(dim)}
             dims.append({"kind": kind, **{k: list(v) if k in _TUPLE_FIELDS else v for k, v in data.items()}})
-        return {"dims": dims, "fixed_overrides": list(self.fixed_overrides)}
+        joint = {"joint": list(self.joint), "configurations": [list(r) for r in self.configurations]}
+        return {"dims": dims, "fixed_overrides": list(self.fixed_overrides), **(joint if self.joint else {})}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> SearchSpace:
@@ -386,4 +391,5 @@ class SearchSpace:
         for item in data["dims"]:
             kwargs = {k: tuple(v) if k in _TUPLE_FIELDS else v for k, v in item.items() if k != "kind"}
             dims.append(_KINDS[item["kind"]](**kwargs))
-        return cls(tuple(dims), tuple(data.get("fixed_overrides", ())))
+        return cls(tuple(dims), tuple(data.get("fixed_overrides", ())), tuple(data.get("joint", ())),
+                   tuple(tuple(row) for row in data.get("configurations", ())))

@@ -104,6 +104,14 @@ CASES = [
          "hydra.sweeper.params={x:'choice(0.1, 0.9)',y:'choice(0.2, 0.8)'}", status=2,
          expect=("hydra.sweeper.num_trials=2 is invalid with strategy=grid",
                  "the grid has 4 points: set hydra.sweeper.num_trials=4, or leave it unset")),
+    # Listed configurations (and a rerun's link) are checked with the rest: each problem once, in one message. The
+    # store is not there (so no run is in it, and the check opens no MLflow: it creates nothing).
+    case("configurations-and-rerun-of", "hydra.sweeper.configurations=[{x:0.1},{z:2}]",
+         "hydra.sweeper.rerun_of=abc123", "mlflow.tracking_uri=sqlite:///absent.db", status=2,
+         expect=("Invalid sweep configuration (4 problems)", "configuration 2 sets ['z'], configuration 1 sets ['x']",
+                 "needs strategy=grid, not 'ivr'. Try hydra.sweeper.strategy=grid.",
+                 "x is set by the configurations and also as 'x=interval(0, 1)'",
+                 "hydra.sweeper.rerun_of=abc123: the store", "holds no run of that id")),
     case("unresolvable-sweep-subdir", "hydra.sweep.subdir=${nope}", status=2,
          expect=("hydra.sweep.subdir='${nope}' cannot be resolved for a trial", "Interpolation key 'nope' not found",
                  "e.g. hydra.sweep.subdir='${hydra.job.num}'")),

@@ -28,8 +28,9 @@ OWNERS = (PolicySettings, RunSettings, CheckpointSettings)
 RESOLVED = {"num_trials": default_num_trials("ivr", None), "mode": "max"}
 #: PolicySettings fields computed from another setting, and which.
 DERIVED = {"max_failures": "max_failure_rate"}
-#: Conf fields that are no layer's settings object: Hydra's target, and the search space.
-NOT_SETTINGS = {"_target_", "params"}
+#: Conf fields that are no layer's settings object: Hydra's target, the search space (its params and its listed
+#: configurations), and the sweep run's link to the sweep it re-runs (kept by SweeperImpl, tagged by sweep_records).
+NOT_SETTINGS = {"_target_", "params", "configurations", "rerun_of"}
 
 
 def _default(f: dataclasses.Field[Any]) -> Any:
@@ -74,6 +75,8 @@ def _another_value(f: dataclasses.Field[Any]) -> Any:
         return {"x": "interval(0, 1)"}
     if f.name == "metric_bounds":
         return [0, 1]
+    if f.name == "configurations":
+        return [{"x": 0.1, "y": "a"}, {"x": 0.2, "y": "b"}]
     default = _default(f)
     kinds = [t for t in typing.get_args(f.type) if t is not type(None)] if isinstance(f.type, types.UnionType) \
         else [f.type]
@@ -93,6 +96,7 @@ def test_the_sweeper_hands_each_setting_to_its_owner() -> None:
     search = impl.policy_settings(None)
     objects = {"PolicySettings": search, "RunSettings": impl.run, "CheckpointSettings": impl.checkpoints}
     assert impl.params == given["params"]
+    assert (impl.configurations, impl.rerun_of) == (given["configurations"], given["rerun_of"])
     for name, value in given.items():
         owner = next((o for o in objects.values() if name in {f.name for f in dataclasses.fields(o)}), None)
         if name in NOT_SETTINGS:
