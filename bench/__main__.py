@@ -8,6 +8,7 @@ import importlib
 #: name -> (module, what it measures); each module has add_arguments(parser) and run(args).
 BENCHMARKS = {
     "overhead": ("bench.overhead", "orchestration overhead per trial vs plain Ray Tune (issue 8.1)"),
+    "startup": ("bench.startup", "time to the first trial vs ray.init alone; a 16-trial sweep vs the basic sweeper"),
     "acquisition": ("bench.acquisition", "GP refit and IVR latency vs Emukit and BoTorch (issue 8.2)"),
     "efficiency": ("bench.efficiency", "map error after n trials: ours vs sobol, random, ucb, Emukit, BoTorch (8.3)"),
     "scale": ("bench.scale", "suggestion time and map quality from n = 100 to 5,000 (issue 8.4)"),

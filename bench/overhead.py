@@ -59,7 +59,6 @@ import os
 import pickle
 import pstats
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -67,7 +66,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from bench.report import fmt, markdown_table, median, write_results
+from bench.report import fmt, markdown_table, median, timed_run, write_results
 
 APPS = Path(__file__).resolve().parent / "apps"
 #: The diagnostic variant: ours with the trial runs' MLflow writes replaced by timestamps.
@@ -153,7 +152,7 @@ def run_ours(strategy: str, n: int, num_cpus: int, tmp: Path, timeout: int, reco
         cmd += ["hydra.sweeper.n_initial=8", "hydra.sweeper.batch_size=8"]
     cmd += list(overrides)
     spans_file = tmp / "spans.json"
-    launched, wall = _timed_subprocess(cmd, tmp, timeout, {"BENCH_SPANS_OUT": str(spans_file)})
+    _, launched, wall = timed_run(cmd, tmp, timeout, {"BENCH_SPANS_OUT": str(spans_file)})
     if records:
         spans, payload = _child_runs(uri)
     else:
@@ -169,7 +168,7 @@ def run_tune(reuse_actors: bool, n: int, num_cpus: int, tmp: Path, timeout: int)
            "--storage", str(tmp / "ray_results"), "--out", str(out)]
     if reuse_actors:
         cmd.append("--reuse-actors")
-    launched, wall = _timed_subprocess(cmd, tmp, timeout)
+    _, launched, wall = timed_run(cmd, tmp, timeout)
     data = json.loads(out.read_text())
     driver = _span_stats([tuple(t) for t in data["driver"]], n)
     worker = _span_stats([tuple(t) for t in data["worker"]], n)
@@ -489,18 +488,6 @@ def _trial_context(hydra_context: Any, cfg: Any, task: Any) -> Any:
 
 
 # ---------------------------------------------------------------------- helpers and tables
-def _timed_subprocess(cmd: list[str], cwd: Path, timeout: int,
-                      extra_env: dict[str, str] | None = None) -> tuple[float, float]:
-    """Run ``cmd``; return (epoch time at launch, wall seconds). Raise with its output if it fails."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
-    launched, t = time.time(), time.perf_counter()
-    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
-    wall = time.perf_counter() - t
-    if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return launched, wall
-
-
 def _child_runs(uri: str) -> tuple[list[tuple[float, float]], dict[str, int]]:
     """(start, end) in epoch seconds of every trial run of the one sweep in ``uri``, and the
     numbers of params, tags and metrics of the first."""

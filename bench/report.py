@@ -13,6 +13,7 @@ import os
 import platform
 import shlex
 import statistics
+import subprocess
 import sys
 import time
 from importlib import metadata
@@ -102,3 +103,15 @@ def write_results(name: str, markdown: str, raw: dict[str, Any]) -> Path:
     print(text)
     print(f"wrote {RESULTS_DIR / (name + '.md')} and {name}.json")
     return RESULTS_DIR / f"{name}.md"
+
+
+def timed_run(cmd: list[str], cwd: Path, timeout: int,
+              extra_env: dict[str, str] | None = None) -> tuple[subprocess.CompletedProcess[str], float, float]:
+    """Run ``cmd``; return it, the epoch time at launch and its wall seconds. Raise with its output if it fails."""
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", **(extra_env or {})}
+    launched, t = time.time(), time.perf_counter()
+    proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    wall = time.perf_counter() - t
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc, launched, wall

@@ -49,7 +49,7 @@ def main() -> None:
     args = parser.parse_args()
 
     t0 = time.time()
-    ray.init(num_cpus=args.num_cpus, include_dashboard=False, logging_level="WARNING")
+    ray.init(address="local", num_cpus=args.num_cpus, include_dashboard=False, logging_level="WARNING")
     t_ray = time.time()
     clock = DriverClock()
     tuner = tune.Tuner(

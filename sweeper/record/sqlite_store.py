@@ -1,4 +1,5 @@
-"""A SQLite tracking store's file: the lock a tracker opens it under, and its journal mode.
+"""A SQLite tracking store's file: the lock a tracker opens it under, its journal mode, and a new
+store's tables copied from an empty store MLflow built once.
 
 Without MLflow: :mod:`sweeper.record.tracking` opens the store with these around MLflow's client.
 """
@@ -8,9 +9,12 @@ from __future__ import annotations
 import fcntl
 import logging
 import os
+import shutil
 import sqlite3
-from collections.abc import Iterator
+import tempfile
+from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
+from pathlib import Path
 
 log = logging.getLogger(__name__)
 
@@ -49,3 +53,48 @@ def use_write_ahead_log(path: str) -> None:
             connection.execute("PRAGMA journal_mode=WAL")
     except sqlite3.Error as exc:  # e.g. locked by another writer: the default mode works, slower
         log.debug("SQLite store %s stays in its journal mode: %s", path, exc)
+
+
+def empty_store_template(key: str, build: Callable[[str], None]) -> str | None:
+    """An empty store that ``build`` (MLflow creating its tables in a new file) made once per ``key``, kept in
+    the user's cache folder; None where that folder cannot be written.
+
+    MLflow creates a new SQLite store's tables by running every one of its schema migrations, about 2.5 s of
+    CPU; a copy of the result takes milliseconds (NOTE: docs/decisions/0055-new-store-from-a-template.md).
+    ``key`` names the versions that decide the schema (MLflow's, SQLAlchemy's). The only row that depends on
+    where and when the store was made, MLflow's Default experiment (its artifact folder is under the working
+    directory of the process that made it), is deleted from the template: MLflow adds it again, as it would
+    have been, when it first opens the copy.
+    """
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "multiverse-sweeper"
+    template = cache / f"empty-store-{key}.db"
+    if template.is_file():
+        return str(template)
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(dir=cache) as folder:
+            built = os.path.join(folder, "store.db")
+            build(built)
+            with closing(sqlite3.connect(built)) as connection:
+                connection.execute("DELETE FROM experiments WHERE experiment_id = 0")
+                connection.commit()
+            os.replace(built, template)  # atomic: a process building it beside this one gets the same file
+    except (OSError, sqlite3.Error) as exc:
+        log.debug("no template for new MLflow stores in %s (%s): MLflow creates each one's tables", cache, exc)
+        return None
+    return str(template)
+
+
+def copy_new_store(template: str, path: str) -> None:
+    """Put a copy of ``template`` at ``path`` unless a file appeared there meanwhile (another process's store).
+
+    The copy is written beside ``path`` and linked into place, so no reader ever sees half a file.
+    """
+    partial = f"{path}.{os.getpid()}.partial"
+    shutil.copyfile(template, partial)
+    try:
+        os.link(partial, path)
+    except FileExistsError:
+        log.debug("%s appeared while its tables were copied; it is kept", path)
+    finally:
+        os.unlink(partial)

@@ -27,7 +27,7 @@ from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
 from sweeper.record.mlflow_keys import clean_key
 from sweeper.record.note import NOTE_TAG, note_from_run, output_tag
 from sweeper.record.redaction import redact_mapping, redact_text
-from sweeper.record.sqlite_store import folder_lock, use_write_ahead_log
+from sweeper.record.sqlite_store import copy_new_store, empty_store_template, folder_lock, use_write_ahead_log
 from sweeper.record.tracking_uri import absolute_tracking_uri, sqlite_path
 
 log = logging.getLogger(__name__)
@@ -345,6 +345,7 @@ def _client(tracking_uri: str, attempts: int = 6) -> MlflowClient:
             if path is None or path == ":memory:":
                 return MlflowClient(tracking_uri)
             with folder_lock(path):
+                _tables_from_template(path)
                 client = MlflowClient(tracking_uri)
                 use_write_ahead_log(path)
                 return client
@@ -355,6 +356,22 @@ def _client(tracking_uri: str, attempts: int = 6) -> MlflowClient:
             log.info("another process is creating the MLflow tables of %s; opening it again", tracking_uri)
             time.sleep(1.0 + attempt)
     raise AssertionError("unreachable")
+
+
+def _tables_from_template(path: str) -> None:
+    """A new SQLite store gets MLflow's tables as a copy of an empty store MLflow built once
+    (:func:`~sweeper.record.sqlite_store.empty_store_template`); anything in the way leaves it to MLflow."""
+    if os.path.exists(path) or not os.path.isdir(os.path.dirname(path) or "."):
+        return
+    import alembic
+    import mlflow
+    import sqlalchemy
+
+    template = empty_store_template(f"mlflow-{mlflow.__version__}-sqlalchemy-{sqlalchemy.__version__}-alembic-"
+                                    f"{alembic.__version__}", lambda built: MlflowClient(f"sqlite:///{built}")
+                                    .search_experiments(max_results=1))
+    if template is not None:
+        copy_new_store(template, path)
 
 
 def _inside(artifact_file: str) -> bool:

@@ -14,7 +14,7 @@ import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
@@ -37,6 +37,7 @@ from sweeper.run.run_settings import RunSettings
 from sweeper.run.stops import INTERRUPTED_STATUS
 from sweeper.run.sweep_finish import RESULTS_FILE, finish, interrupted_at_once, next_commands, stopped
 from sweeper.run.sweep_records import SweepOrigin, open_records
+from sweeper.run.sweep_start import beside_ray, set_tune_env
 from sweeper.run.sweep_validation import (
     PARAMS_KEY,
     ValidSweep,
@@ -66,17 +67,6 @@ __all__ = ["PARAMS_KEY", "RESULTS_FILE", "SweeperImpl", "fixed_values_text", "ne
 log = logging.getLogger(__name__)
 
 SEARCHER_STATE_FILE = "searcher_state.json"
-
-# Ray Tune behaviour the sweeper relies on; set before Tune is imported.
-_TUNE_ENV = {
-    "TUNE_DISABLE_AUTO_CALLBACK_LOGGERS": "1",  # MLflow is the record: no Tune result logs
-    "TUNE_DISABLE_STRICT_METRIC_CHECKING": "1",  # per-step results carry no objective
-    "RAY_CHDIR_TO_TRIAL_DIR": "0",  # tasks see the launch directory, as in a plain Hydra run
-    "RAY_AIR_NEW_OUTPUT": "0",
-    # Tune saves its experiment state whenever a trial has checkpointed keep_checkpoints times since the last
-    # save, and warns when that is more than every 5 s: with one checkpoint per epoch, it is meant to.
-    "TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S": "0",
-}
 
 
 class SweeperImpl:
@@ -156,20 +146,18 @@ class SweeperImpl:
             settings.deterministic, ", ".join(f"{k}: {v}" for k, v in space.describe().items()),
             fixed_values_text(space),
         )
-        if (unidentified := code_warning(self.task_function, self.hydra_context, self._code_dir())) is not None:
-            log.warning(unidentified)
         # The MLflow writer process, forked while this process has no other thread (through Ray
-        # Client the writer is a thread on the head instead).
-        # A resumed sweep keeps the store and run its manifest names.
+        # Client the writer is a thread on the head instead). A resumed sweep keeps the store its manifest names.
         tracking_uri = manifest.tracking_uri if manifest is not None else str(valid.mlflow_cfg["tracking_uri"])
         writer_start = None if is_client_address(valid.ray_cfg.get("address")) else WriterStart.fork(
             sweep_dir / SPOOL_FILE, tracking_uri)
-        # MLflow's store (its schema migrations on a new SQLite file take seconds) and the
-        # sweep's run open in a thread while Ray starts; the trials wait for both.
-        pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mlflow-open")
-        opening = pool.submit(open_records, manifest, valid.mlflow_cfg, valid.ray_cfg, space, settings, self.run,
-                              sweep_dir, self._origin(arguments))
-        pool.shutdown(wait=False)
+        # The code's warning, the sweep's MLflow run (a resumed sweep keeps the store and run its manifest
+        # names) and the Tune run's imports, in a thread while Ray starts; the trials wait for them.
+        origin = self._origin(arguments)
+        opening = beside_ray(
+            lambda: code_warning(self.task_function, self.hydra_context, self._code_dir()),
+            lambda: open_records(manifest, valid.mlflow_cfg, valid.ray_cfg, space, settings, self.run, sweep_dir,
+                                 origin))
         recorder, searcher = self._run_closing_on_failure(valid, opening, sweep_dir, manifest, writer_start)
         tracker, parent_run_id = opening.result()
         if recorder.suspended is not None:
@@ -257,8 +245,7 @@ class SweeperImpl:
     def _run_tune(self, valid: ValidSweep, opening: Future[tuple[Tracker, str]], sweep_dir: Path,
                   manifest: SweepManifest | None = None,
                   writer_start: WriterStart | None = None) -> tuple[TrialRecorder, MultiverseSearch]:
-        for key, value in _TUNE_ENV.items():
-            os.environ.setdefault(key, value)
+        set_tune_env()
         import ray
 
         from sweeper.run.tune_run import run_on_head, run_tune

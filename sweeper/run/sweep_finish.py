@@ -27,7 +27,6 @@ from sweeper.record.tracker_protocol import Tracker
 from sweeper.run.outcome import SweepOutcome, format_params, records_gap
 from sweeper.run.run_settings import RunSettings
 from sweeper.run.stops import INTERRUPTED_EXIT_STATUS, PREEMPTED_EXIT_STATUS, PREEMPTED_STATUS
-from sweeper.search.calibration import sweep_prospective_check
 from sweeper.search.settings import PolicySettings
 
 if TYPE_CHECKING:
@@ -110,6 +109,9 @@ def finish(tracker: Tracker, parent_run_id: str, recorder: TrialRecorder, search
         writer.log("logging the early stop", parent_run_id, tags={
             "stopped_on_bayes_factor": f"log10 K = {stop.log10_K:.3f} after {stop.n} trials: {stop.verdict}"})
     lost = recorder.lost_writes
+    # Imported here: its scipy.stats would cost every sweep's start a second, before Ray starts.
+    from sweeper.search.calibration import sweep_prospective_check
+
     prospective = sweep_prospective_check(searcher.policy.suggestions, searcher.policy.results,
                                           single_fit=settings.bounds is None)
     best = outcome.best

@@ -62,3 +62,11 @@ def test_the_gitignore_the_docs_give_users_is_the_repository_s_and_ignores_every
     ignored = subprocess.run(["git", "check-ignore", "--no-index", *outputs], cwd=REPO, capture_output=True,
                              text=True).stdout.split()
     assert ignored == outputs
+
+
+def test_the_sweeper_loads_before_ray_starts_without_scipy_ray_or_mlflow() -> None:
+    """What the driver imports before it starts Ray is on the critical path of every sweep's first trial:
+    scipy.stats alone was a second of it (its statistics are needed once the trials are done), MLflow is
+    imported beside Ray's start (sweeper.run.sweep_start)."""
+    mods = _loaded_after("import sweeper.run.hydra_sweeper")
+    assert not mods & {"scipy", "ray", "mlflow", "GPy", "torch"}, mods & {"scipy", "ray", "mlflow", "GPy", "torch"}
