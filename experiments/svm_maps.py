@@ -20,9 +20,13 @@ over the unit square of (log C, log gamma). It writes
   spread of the 24 GP-phase points, the fraction of them within 0.01 of the best found, and
   the timings.
 
+``--num-trials 16`` runs one GP batch of 8 per sweep instead of three, for a quick check that
+the comparison runs (its numbers are rougher).
+
     .venv/bin/python experiments/svm_maps.py --out docs/figures                   # ~1.5 min
     .venv/bin/python experiments/svm_maps.py --out docs/figures --extra-seeds 1 2  # + seeds 1, 2 in the JSON
     .venv/bin/python experiments/svm_maps.py ray.address=auto --out docs/figures  # Hydra overrides for both sweeps
+    .venv/bin/python experiments/svm_maps.py --out /tmp/maps --num-trials 16      # one GP batch each: a quick run
 
 Nothing is written into the repository except ``--out``: the sweeps run in a temporary
 folder (Hydra's sweep dir and, unless ``--tracking-uri`` is given, the SQLite MLflow store).
@@ -65,14 +69,19 @@ MAP_RESOLUTION = 60
 UNIFORM_SPREAD = (2 + math.sqrt(2) + 5 * math.log(1 + math.sqrt(2))) / 15
 
 
-def run_sweep(strategy: str, *, seed: int, tracking_uri: str, work: Path,
+def sweep_settings(num_trials: int) -> dict[str, int]:
+    """:data:`SETTINGS` with ``num_trials`` trials: the same 8 Sobol points, then batches of 8."""
+    return {**SETTINGS, "num_trials": num_trials}
+
+
+def run_sweep(strategy: str, *, seed: int, tracking_uri: str, work: Path, settings: dict[str, int],
               overrides: tuple[str, ...] = ()) -> float:
     """Run one sweep through the Hydra command line in ``work``, with the given Hydra ``overrides`` last;
     return its wall time in seconds."""
     cmd = [
         sys.executable, str(APP), "--multirun", "hydra/sweeper=multiverse",
         f"hydra.sweeper.strategy={strategy}", f"hydra.sweeper.seed={seed}", "hydra.sweeper.deterministic=true",
-        *(f"hydra.sweeper.{k}={v}" for k, v in SETTINGS.items()),
+        *(f"hydra.sweeper.{k}={v}" for k, v in settings.items()),
         f"mlflow.experiment_name=svm-{strategy}", f"mlflow.tracking_uri={tracking_uri}",
         f"hydra.sweep.dir={work / f'multirun-{strategy}'}", *overrides,
     ]
@@ -92,14 +101,14 @@ def run_sweep(strategy: str, *, seed: int, tracking_uri: str, work: Path,
     return elapsed
 
 
-def load_points(strategy: str, tracking_uri: str) -> dict[str, Any]:
+def load_points(strategy: str, tracking_uri: str, num_trials: int) -> dict[str, Any]:
     """The sweep's finished trials: space, unit-cube points, scores, and which came from the GP."""
     records = load_sweep(f"svm-{strategy}", tracking_uri)
     if records.space is None:
         raise SystemExit(f"svm-{strategy}: the search space cannot be read back from MLflow")
     kept = records.finished("test_acc").sort_values("index")
-    if len(kept) != SETTINGS["num_trials"]:
-        raise SystemExit(f"svm-{strategy}: {len(kept)} finished trials, expected {SETTINGS['num_trials']}")
+    if len(kept) != num_trials:
+        raise SystemExit(f"svm-{strategy}: {len(kept)} finished trials, expected {num_trials}")
     U = records.space.to_unit(trial_points(kept, records))
     return {
         "space": records.space,
@@ -158,17 +167,20 @@ def draw(path: Path, Cs: np.ndarray, gs: np.ndarray, truth: np.ndarray, maps: di
         ax.set(xscale="log", yscale="log", xlim=(x[0], x[-1]), ylim=(y[0], y[-1]), xlabel="C")
     axes[0].set_ylabel("gamma")
     fig.colorbar(filled, ax=list(axes), label="test accuracy", ticks=bounds[::2])
+    n_initial, batch = SETTINGS["n_initial"], SETTINGS["batch_size"]
+    gp_points = int(sweeps[STRATEGIES[0]]["gp_phase"].sum())
+    batches = f"{math.ceil(gp_points / batch)} batch{'es' if gp_points > batch else ''} of {batch}"
     fig.legend(handles=[
         Line2D([], [], linestyle="none", marker="o", markerfacecolor="white", markeredgecolor="black",
-               label="8 Sobol points (the same in both sweeps)"),
+               label=f"{n_initial} Sobol points (the same in both sweeps)"),
         Line2D([], [], linestyle="none", marker="^", markerfacecolor="red", markeredgecolor="black",
-               label="24 GP-phase points (ivr or ucb, 3 batches of 8)"),
+               label=f"{gp_points} GP-phase points (ivr or ucb, {batches})"),
     ], loc="outside lower center", ncols=2, fontsize="small")
     fig.savefig(path, dpi=100)
 
 
 def measure(seed: int, *, tracking_uri: str | None, grid: int, truth_cache: dict[str, Any],
-            overrides: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, Any]]:
+            settings: dict[str, int], overrides: tuple[str, ...] = ()) -> tuple[dict[str, Any], dict[str, Any]]:
     """Run both sweeps of one seed, fit their GPs and compare with the ground truth.
 
     The ground truth is computed at the first call and kept in ``truth_cache`` (memory only).
@@ -179,8 +191,9 @@ def measure(seed: int, *, tracking_uri: str | None, grid: int, truth_cache: dict
         work = Path(tmp)
         uri = absolute_tracking_uri(tracking_uri) if tracking_uri else f"sqlite:///{work / 'mlruns.db'}"
         for s in STRATEGIES:
-            timings[f"sweep_{s}_s"] = run_sweep(s, seed=seed, tracking_uri=uri, work=work, overrides=overrides)
-        sweeps = {s: load_points(s, uri) for s in STRATEGIES}
+            timings[f"sweep_{s}_s"] = run_sweep(s, seed=seed, tracking_uri=uri, work=work, settings=settings,
+                                                overrides=overrides)
+        sweeps = {s: load_points(s, uri, settings["num_trials"]) for s in STRATEGIES}
 
     space = sweeps["ivr"]["space"]
     iC, ig = space.names.index("C"), space.names.index("gamma")
@@ -239,11 +252,13 @@ def measure(seed: int, *, tracking_uri: str | None, grid: int, truth_cache: dict
 
 
 def print_table(numbers: dict[str, Any], grid: int) -> None:
-    print(f"\nseed {numbers['seed']}: posterior mean vs ground truth ({grid}x{grid}); spread etc. of the 24 "
+    gp_points = next(iter(numbers["strategies"].values()))["gp_points"]
+    print(f"\nseed {numbers['seed']}: posterior mean vs ground truth ({grid}x{grid}); spread etc. of the {gp_points} "
           f"GP-phase points")
     print(f"{'strategy':<10}{'RMSE':>8}{'max|err|':>10}{'band':>7}{'spread':>9}{'near best':>11}{'on edge':>9}"
           f"{'best found':>12}")
-    print(f"{'sobol(8)':<10}{numbers['sobol_only_rmse']:>8.3f}{'':>10}{'':>7}{numbers['sobol_spread']:>9.3f}")
+    sobol = f"sobol({SETTINGS['n_initial']})"
+    print(f"{sobol:<10}{numbers['sobol_only_rmse']:>8.3f}{'':>10}{'':>7}{numbers['sobol_spread']:>9.3f}")
     for s, st in numbers["strategies"].items():
         print(f"{s:<10}{st['rmse']:>8.3f}{st['max_abs_error']:>10.3f}{st['band_coverage']:>7.2f}{st['gp_spread']:>9.3f}"
               f"{st['gp_frac_within_0.01_of_best']:>11.2f}{st['gp_frac_on_edge']:>9.2f}{st['best_found']:>12.4f}")
@@ -259,44 +274,52 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--tracking-uri", default=None,
                         help="MLflow store for the sweeps (default: a SQLite file in a temporary folder)")
     parser.add_argument("--grid", type=int, default=25, help="ground-truth grid points per axis")
+    parser.add_argument("--num-trials", type=int, default=SETTINGS["num_trials"],
+                        help=f"trials per sweep: {SETTINGS['n_initial']} Sobol points, then batches of "
+                             f"{SETTINGS['batch_size']} chosen by each strategy (fewer: a quicker, rougher comparison)")
     parser.add_argument("overrides", nargs="*", metavar="OVERRIDE",
                         help="more Hydra overrides for both sweeps, e.g. ray.address=auto to run them on a cluster "
                              "(not the search itself: the strategies, seed and budget are what is compared)")
     args = parser.parse_args(argv)
+    if args.num_trials <= SETTINGS["n_initial"]:
+        parser.error(f"--num-trials {args.num_trials} leaves no trial for the GP to choose: give more than "
+                     f"{SETTINGS['n_initial']} (the Sobol points), e.g. --num-trials 16")
+    settings = sweep_settings(args.num_trials)
     overrides = tuple(args.overrides)
     args.out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
 
     truth_cache: dict[str, Any] = {}
     drawn, numbers = measure(args.seed, tracking_uri=args.tracking_uri, grid=args.grid, truth_cache=truth_cache,
-                             overrides=overrides)
+                             settings=settings, overrides=overrides)
     t0 = time.perf_counter()
     png = args.out / "svm_ivr_vs_ucb.png"
     draw(png, truth_cache["Cs"], truth_cache["gs"], truth_cache["truth"], drawn["maps"], drawn["sweeps"],
          numbers["strategies"], drawn["iC"], drawn["ig"], args.grid)
     numbers["timings_s"]["figure_s"] = round(time.perf_counter() - t0, 2)
     others = [measure(s, tracking_uri=args.tracking_uri, grid=args.grid, truth_cache=truth_cache,
-                      overrides=overrides)[1]
+                      settings=settings, overrides=overrides)[1]
               for s in args.extra_seeds if s != args.seed]
 
     truth = truth_cache["truth"]
     summary = {
         "experiment": "RBF SVC, breast cancer, test_acc over C in [1e-3, 1e5] x gamma in [1e-7, 1e1], both log",
         "command": shlex.join([Path(sys.executable).name, "experiments/svm_maps.py", *sys.argv[1:]]),
-        "sweep": {**SETTINGS, "deterministic": True},
+        "sweep": {**settings, "deterministic": True},
         "grid": args.grid,
         "metrics": {
-            "rmse": "root mean squared error of the GP posterior mean (fit_multiverse on the sweep's 32 trials) "
-                    "against the ground truth, over the grid x grid points of the unit square",
+            "rmse": f"root mean squared error of the GP posterior mean (fit_multiverse on the sweep's "
+                    f"{args.num_trials} trials) against the ground truth, over the grid x grid points of the unit "
+                    "square",
             "max_abs_error": "largest absolute error of that posterior mean on the grid",
             "band_coverage": "share of the grid's truth inside the map's mean +- 1.96 sd (the sd of a new trial's "
                              "test_acc: the GP's uncertainty over its hyperparameters' posterior, and its noise)",
             "mean_range": "smallest and largest posterior mean on the grid (inside the declared bounds [0, 1])",
-            "gp_spread": "mean pairwise Euclidean distance of the 24 GP-phase points in the unit square "
-                         "(log C, log gamma scaled to [0, 1])",
+            "gp_spread": f"mean pairwise Euclidean distance of the {args.num_trials - SETTINGS['n_initial']} "
+                         "GP-phase points in the unit square (log C, log gamma scaled to [0, 1])",
             "gp_frac_within_0.01_of_best": "fraction of GP-phase points with test_acc >= best found - 0.01",
             "gp_frac_on_edge": "fraction of GP-phase points within 0.01 of an edge of the unit square",
-            "sobol_only_rmse": "RMSE of the GP fitted to the 8 shared Sobol points alone",
+            "sobol_only_rmse": f"RMSE of the GP fitted to the {SETTINGS['n_initial']} shared Sobol points alone",
             "uniform_spread_reference": "mean distance of two uniform points in the unit square",
         },
         "truth": {

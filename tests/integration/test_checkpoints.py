@@ -38,11 +38,11 @@ class Running:
 
     def __init__(self, tmp_path: Path, *overrides: str, local_ray: bool = True) -> None:
         self.tmp_path, self.executions = tmp_path, tmp_path / "executions.log"
-        self.sweep_dir, self.tracking_uri, kept, ray_env = _kept_in(tmp_path, local_ray, False, overrides)
+        self.sweep_dir, self.tracking_uri, kept, self.ray_env = _kept_in(tmp_path, local_ray, False, overrides)
         self.log = tmp_path / "sweep.log"
         cmd = [sys.executable, str(EPOCHS_APP), "--multirun", "hydra/sweeper=multiverse", *kept,
                f"executions_log={self.executions}", f"epochs={EPOCHS}", *overrides]
-        env = {**os.environ, "PYTHONUNBUFFERED": "1", **ray_env}
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.ray_env}
         with open(self.log, "w") as out:
             self.proc = subprocess.Popen(cmd, cwd=tmp_path, env=env, stdout=out, stderr=subprocess.STDOUT,
                                          start_new_session=True)
@@ -78,9 +78,10 @@ class Running:
         return ready if len(ready) == len(done) and ready else None
 
 
-def resume(sweep_dir: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(VENV_BIN / "sweeper"), "resume", str(sweep_dir)], cwd="/", capture_output=True,
-                          text=True, timeout=400)
+def resume(run: Running) -> subprocess.CompletedProcess[str]:
+    """``sweeper resume`` of the sweep, on the Ray it ran on (the session's head: with its token)."""
+    return subprocess.run([str(VENV_BIN / "sweeper"), "resume", str(run.sweep_dir)], cwd="/", capture_output=True,
+                          text=True, timeout=400, env={**os.environ, **run.ray_env})
 
 
 def check_records(run: Running, num_trials: int) -> dict[str, Any]:
@@ -130,9 +131,10 @@ def test_a_killed_worker_is_retried_from_its_checkpoint_in_the_same_run(tmp_path
 
 
 def test_sigterm_stops_the_sweep_at_the_next_checkpoints_and_resume_continues_it(tmp_path: Path) -> None:
-    """Preemption: SIGTERM to the driver alone (as Slurm's --signal=B:TERM and sweep.sbatch send it)."""
+    """Preemption: SIGTERM to the driver alone (as Slurm's --signal=B:TERM and sweep.sbatch send it), its
+    trials on a Ray it joined (as sweep.sbatch's driver joins the job's Ray cluster): the session's head."""
     run = Running(tmp_path, "hydra.sweeper.num_trials=3", "ray.max_concurrent_trials=2",
-                  "hydra.sweeper.preempt_grace_s=60")
+                  "hydra.sweeper.preempt_grace_s=60", local_ray=False)
     run.wait_until(lambda: run.checkpointed(2), "two epochs of each running trial")
     signalled = time.monotonic()
     os.kill(run.proc.pid, signal.SIGTERM)
@@ -152,7 +154,7 @@ def test_sigterm_stops_the_sweep_at_the_next_checkpoints_and_resume_continues_it
     assert parent.data.tags["sweeper.preempted_trials"] == "0,1"
     executed_at_stop = len(run.epochs_done())
 
-    resumed = resume(run.sweep_dir)
+    resumed = resume(run)
     assert resumed.returncode == 0, (resumed.stdout + resumed.stderr)[-4000:]
     tally = check_records(run, 3)
     by_index = tally.pop("by_index")

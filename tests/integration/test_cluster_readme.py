@@ -26,6 +26,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.documented import documented, run_documented
+from tests.integration.conftest import trial_tags
 from tests.integration.services import (
     RAY_STOP_SIGNAL,
     VENV_BIN,
@@ -44,6 +45,12 @@ def node() -> str:
     """What each node's ``ray start`` gets here; the job server needs the head's agent to listen."""
     return (f"--block --num-cpus=1 --object-store-memory=100000000 --disable-usage-stats "
             f"--dashboard-agent-listen-port={free_port()}")
+
+
+def started(log: Path) -> bool:
+    """Whether a node's ``ray start`` said its Ray runs: a file read, where each ``ray status`` a wait polls costs
+    about 2 CPU-seconds, taken from the node starting beside it."""
+    return "Ray runtime started." in log.read_text(errors="replace")
 
 
 def _trials(tracking_uri: str, experiment: str) -> list:
@@ -85,10 +92,13 @@ def test_the_cluster_readmes_ray_commands_and_sweeps(tmp_path: Path) -> None:
     # The sweep's side: the token, as docs/clusters.md says for every node "and for the sweep".
     for_sweep = documented("export RAY_AUTH_MODE=token RAY_AUTH_TOKEN=...").replace("...", token)
     client_env = {**env, **dict(kv.split("=", 1) for kv in for_sweep.split()[1:])}
-    with contextlib.ExitStack() as stack, postgres_server() as postgres, \
-            mlflow_server(tmp_path / "mlflow", postgres.create_database("mlflow")) as server:
-        stack.enter_context(process_group(["bash", "-c", f"{on_head} && {head}"], logs / "head.log", env=node_env,
-                                          stop_signal=RAY_STOP_SIGNAL))
+    with contextlib.ExitStack() as stack:
+        # The head starts while PostgreSQL and the MLflow server do.
+        proc = stack.enter_context(process_group(["bash", "-c", f"{on_head} && {head}"], logs / "head.log",
+                                                 env=node_env, stop_signal=RAY_STOP_SIGNAL))
+        postgres = stack.enter_context(postgres_server())
+        server = stack.enter_context(mlflow_server(tmp_path / "mlflow", postgres.create_database("mlflow")))
+        wait_until(lambda: started(logs / "head.log"), "the Ray head's `ray start`", 120, proc, logs / "head.log")
         wait_until(lambda: run_documented(f"ray status --address={head_address}", tmp_path, env=client_env,
                                           timeout=60).returncode == 0, "the Ray head", 120)
         dashboard = f"http://127.0.0.1:{ports['8265']}/api/version"
@@ -119,6 +129,8 @@ def test_the_cluster_readmes_ray_commands_and_sweeps(tmp_path: Path) -> None:
             proc = stack.enter_context(process_group(["bash", "-c", f"{on_worker} && {worker}"],
                                                      logs / f"worker{i}.log", env=node_env,
                                                      stop_signal=RAY_STOP_SIGNAL))
+            wait_until(lambda i=i: started(logs / f"worker{i}.log"), f"worker {i}'s `ray start`", 180, proc,
+                       logs / f"worker{i}.log")
             wait_until(lambda i=i: run_documented(status, tmp_path, env=client_env, timeout=60).stdout.count(" node_")
                        == i + 2, f"{i + 2} Ray nodes in `ray status`", 180, proc, logs / f"worker{i}.log")
         shown = run_documented(status, tmp_path, env=client_env, timeout=60).stdout
@@ -148,4 +160,7 @@ def test_the_cluster_readmes_ray_commands_and_sweeps(tmp_path: Path) -> None:
         resources = json.loads(listed.stdout.strip().splitlines()[-1])
         large = [node for node, res in resources.items() if "large_gpu" in res]
         assert len(resources) == 3 and len(large) == 1, resources
-        assert {r.data.tags["sweeper.ray.node_id"] for r in _trials(mlflow_url, "svm-gpu")} == set(large)
+        from mlflow.tracking import MlflowClient
+
+        client = MlflowClient(mlflow_url)  # the node, as each trial recorded it or the sweep's run for all of them
+        assert {trial_tags(client, r)["sweeper.ray.node_id"] for r in _trials(mlflow_url, "svm-gpu")} == set(large)

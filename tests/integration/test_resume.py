@@ -1,7 +1,9 @@
 """A sweep whose driver is killed (SIGKILL, mid-trial) continues with `sweeper resume`.
 
 The fault is real: the sweep runs through the Hydra command line in its own process group,
-and the whole group (driver, local Ray, workers) is SIGKILLed while trials are running.
+and the whole group (driver, local Ray, workers) is SIGKILLed while trials are running. The
+killed sweep's Ray is gone with it: ``sweeper resume`` continues it on another, the session's
+Ray head (``ray.address=<the head>``, as after a restart on a new cluster).
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from pathlib import Path
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.integration.conftest import TOY_APP, child_runs, record_faults, runs_by_index
+from sweeper.record.shared_conditions import merged_tags, shared_from_tags
+from tests.integration.conftest import SHARED_RAY, TOY_APP, child_runs, record_faults, runs_by_index
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
@@ -67,6 +70,9 @@ def test_a_killed_sweep_resumes_without_losing_or_repeating_a_trial(tmp_path: Pa
     finished_before = {int(r.data.tags["sweeper.trial_index"]): r.info.run_id
                        for r in before.values() if r.info.status == "FINISHED"}
     running_at_kill = {int(r.data.tags["sweeper.trial_index"]) for r in before.values() if r.info.status == "RUNNING"}
+    parent_id = next(iter(before.values())).data.tags["mlflow.parentRunId"]
+    shared_before = shared_from_tags(client.get_run(parent_id).data.tags)
+    assert shared_before and "ray.node_id" in shared_before  # one Ray before the kill
     sweep_dir = tmp_path / "sweep"
 
     # A changed strategy or space is refused, before Ray, and changes nothing.
@@ -80,8 +86,9 @@ def test_a_killed_sweep_resumes_without_losing_or_repeating_a_trial(tmp_path: Pa
     assert "the search space changed" in changed.stderr
     assert {r.info.run_id: r.info.status for r in _children(client)} == {k: r.info.status for k, r in before.items()}
 
-    resumed = subprocess.run([str(VENV_BIN / "sweeper"), "resume", str(sweep_dir)], cwd="/", capture_output=True,
-                             text=True, timeout=400)
+    shared, shared_env = SHARED_RAY.join()
+    resumed = subprocess.run([str(VENV_BIN / "sweeper"), "resume", str(sweep_dir), *shared], cwd="/",
+                             capture_output=True, text=True, timeout=400, env={**os.environ, **shared_env})
     output = resumed.stdout + resumed.stderr
     assert resumed.returncode == 0, output
 
@@ -107,6 +114,15 @@ def test_a_killed_sweep_resumes_without_losing_or_repeating_a_trial(tmp_path: Pa
     parents = [r for r in client.search_runs([client.get_experiment_by_name("toy").experiment_id])
                if r.data.tags.get("sweeper.role") == "sweep"]
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
+    # The conditions the trials share stay the ones on the sweep's run: the resumed sweep's new local Ray (a new
+    # node id) takes that condition out of the set, onto every trial, and changes none of the others.
+    tags = parents[0].data.tags
+    shared_after, varied = shared_from_tags(tags), tags["sweeper.varied_conditions"].split(", ")
+    assert shared_after and shared_after == {k: v for k, v in shared_before.items() if k not in varied}
+    assert "ray.node_id" in varied
+    finished = [merged_tags(r.data.tags, shared_after) for r in runs if r.info.status == "FINISHED"]
+    node_ids = {t["sweeper.ray.node_id"] for t in finished}  # every trial has its own, the first Ray's or the second's
+    assert shared_before["ray.node_id"] in node_ids and len(node_ids) == 2
     results = (sweep_dir / "optimization_results.yaml").read_text()
     assert f"num_trials: {NUM_TRIALS}" in results
     record_faults("driver SIGKILL mid-sweep, then sweeper resume", faults_injected=1, trials_expected=NUM_TRIALS,

@@ -14,19 +14,20 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
 import urllib.request
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.integration.conftest import ONE_AT_A_TIME, TOY_APP, record_faults, run_cli
+from tests.integration.conftest import ONE_AT_A_TIME, STORE_TEMPLATE, TOY_APP, record_faults, run_cli
 from tests.integration.services import free_port, http_status, process_group, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -60,16 +61,24 @@ print(reads)
 
 
 @contextlib.contextmanager
-def mlflow_server_on(db: Path, root: Path) -> Iterator[str]:
-    """``mlflow server`` on the sweep's SQLite file, as a user runs it to browse; its URL."""
+def mlflow_server_on(db: Path, root: Path) -> Iterator[Callable[[], str]]:
+    """``mlflow server`` on the sweep's SQLite file, as a user runs it to browse. Yields a call that waits
+    until it serves and returns its URL: it starts (~10 s on 2 busy cores) while the test goes on.
+
+    It is stopped with SIGKILL: a reader has nothing to save, and after SIGTERM it took 8 s to exit.
+    """
     root.mkdir()
     port, log = free_port(), root / "mlflow-server.log"
     cmd = [str(VENV_BIN / "mlflow"), "server", "--backend-store-uri", f"sqlite:///{db}", "--host", "127.0.0.1",
            "--port", str(port), "--workers", "1", "--default-artifact-root", str(root / "artifacts")]
-    with process_group(cmd, log, cwd=root, env={**os.environ, **NULL_POOL}) as proc:
+    with process_group(cmd, log, cwd=root, env={**os.environ, **NULL_POOL}, stop_signal=signal.SIGKILL) as proc:
         url = f"http://127.0.0.1:{port}"
-        wait_until(lambda: http_status(f"{url}/health") == 200, "mlflow server", 180, proc, log)
-        yield url
+
+        def serving() -> str:
+            wait_until(lambda: http_status(f"{url}/health") == 200, "mlflow server", 180, proc, log)
+            return url
+
+        yield serving
 
 
 class Readers:
@@ -146,13 +155,15 @@ def test_a_sweep_beside_every_kind_of_reader_of_its_sqlite_file_records_every_tr
     import re
 
     db = tmp_path / "mlruns.db"
-    earlier = run_cli(TOY_APP, tmp_path, "mlflow.experiment_name=earlier", "hydra.sweeper.num_trials=6",
-                      "hydra.sweeper.strategy=random", f"hydra.sweep.dir={tmp_path / 'earlier'}", ONE_AT_A_TIME)
-    assert earlier.proc.returncode == 0, earlier.output[-3000:]
-    earlier_run = re.search(r"sweep run ([0-9a-f]{32})", earlier.output).group(1)  # this process holds no connection
+    STORE_TEMPLATE.copy_to(db)  # the store the sweeps write into, there before the server starts on it
+    with mlflow_server_on(db, tmp_path / "server") as serving:  # it starts beside the earlier sweep
+        earlier = run_cli(TOY_APP, tmp_path, "mlflow.experiment_name=earlier", "hydra.sweeper.num_trials=6",
+                          "hydra.sweeper.strategy=random", f"hydra.sweep.dir={tmp_path / 'earlier'}", ONE_AT_A_TIME)
+        assert earlier.proc.returncode == 0, earlier.output[-3000:]
+        earlier_run = re.search(r"sweep run ([0-9a-f]{32})", earlier.output).group(1)  # this process holds none
 
-    readers = Readers(tmp_path, db, earlier_run)
-    with mlflow_server_on(db, tmp_path / "server") as server_url:
+        readers = Readers(tmp_path, db, earlier_run)
+        server_url = serving()
         readers.start()
         readers.poll_server(server_url)
         try:
