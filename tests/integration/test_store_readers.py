@@ -2,7 +2,8 @@
 
 While a sweep writes ``mlruns.db``, everything a user points at the same file reads it at
 once, for real: ``sweeper report``, ``sweeper multiverse`` and ``sweeper trials`` in a loop (on
-an earlier sweep in the same file, as a user browses while sweeping), an ``mlflow server`` on
+an earlier sweep in the same file, as a user browses while sweeping: written straight through the
+sweeper's tracker by :func:`tests.sweep_records.record_sweep`), an ``mlflow server`` on
 the file polled over HTTP, and a Python reader that opens and closes connections as a notebook
 does. Every trial of the sweep must be in MLflow, complete, and the sweep must say so only
 then (docs/decisions/0001-sqlite-readers.md: a writer that had lost its SQLite lock lost most of
@@ -27,7 +28,8 @@ from typing import Any
 import pytest
 from mlflow.tracking import MlflowClient
 
-from tests.integration.conftest import ONE_AT_A_TIME, STORE_TEMPLATE, TOY_APP, record_faults, run_cli
+from tests.conftest import REPO
+from tests.integration.conftest import STORE_TEMPLATE, TOY_APP, record_faults, run_cli
 from tests.integration.services import free_port, http_status, process_group, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
@@ -57,6 +59,16 @@ while not os.path.exists(stop):
     reads += 1
     time.sleep(0.05)
 print(reads)
+"""
+#: The earlier sweep: a finished random sweep of the toy task's 6 trials, written in a process of its own, so that
+#: the test's process holds no connection to the file (see NULL_POOL). Prints the sweep's run id.
+_EARLIER_SWEEP = """
+import sys
+from tests.integration.apps.toy import branin01
+from tests.sweep_records import record_sweep
+points = [{"x": x, "y": y} for x, y in ((0.1, 0.2), (0.8, 0.3), (0.4, 0.9), (0.6, 0.6), (0.3, 0.5), (0.9, 0.8))]
+print(record_sweep(f"sqlite:///{sys.argv[1]}", "earlier", [branin01(p["x"], p["y"]) for p in points], points=points,
+                   space={"x": "interval(0, 1)", "y": "interval(0, 1)"}, metric="score", mode="min"))
 """
 
 
@@ -152,17 +164,13 @@ class Readers:
 
 
 def test_a_sweep_beside_every_kind_of_reader_of_its_sqlite_file_records_every_trial(tmp_path: Path) -> None:
-    import re
-
     db = tmp_path / "mlruns.db"
     STORE_TEMPLATE.copy_to(db)  # the store the sweeps write into, there before the server starts on it
-    with mlflow_server_on(db, tmp_path / "server") as serving:  # it starts beside the earlier sweep
-        earlier = run_cli(TOY_APP, tmp_path, "mlflow.experiment_name=earlier", "hydra.sweeper.num_trials=6",
-                          "hydra.sweeper.strategy=random", f"hydra.sweep.dir={tmp_path / 'earlier'}", ONE_AT_A_TIME)
-        assert earlier.proc.returncode == 0, earlier.output[-3000:]
-        earlier_run = re.search(r"sweep run ([0-9a-f]{32})", earlier.output).group(1)  # this process holds none
-
-        readers = Readers(tmp_path, db, earlier_run)
+    with mlflow_server_on(db, tmp_path / "server") as serving:  # it starts while the earlier sweep is written
+        earlier = subprocess.run([sys.executable, "-c", _EARLIER_SWEEP, str(db)], cwd=REPO, capture_output=True,
+                                 text=True, timeout=120)
+        assert earlier.returncode == 0, earlier.stderr[-3000:]
+        readers = Readers(tmp_path, db, earlier.stdout.split()[-1])
         server_url = serving()
         readers.start()
         readers.poll_server(server_url)

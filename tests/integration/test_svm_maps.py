@@ -17,7 +17,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.documented import documented, run_documented
-from tests.integration.conftest import LIVE_MAPS, SHARED_RAY, Sweep
+from tests.integration.conftest import LIVE_MAPS, ONE_AT_A_TIME, SHARED_RAY, Sweep
 
 pytestmark = pytest.mark.integration
 
@@ -25,10 +25,10 @@ pytestmark = pytest.mark.integration
 def test_the_readmes_figure_command_writes_its_figure_and_numbers(tmp_path: Path) -> None:
     command = documented(".venv/bin/python experiments/svm_maps.py --out docs/figures")
     # Written elsewhere than the committed figure, on a coarser truth grid and with one GP batch per sweep; the
-    # sweeps (a local Ray each, as written) join the session's Ray head instead and draw no live maps, as
-    # run_cli's do.
+    # sweeps (a local Ray each, as written) join the session's Ray head instead, draw no live maps, as run_cli's
+    # do, and run one trial at a time (an SVC fit takes milliseconds: one Ray worker starts instead of two).
     ray, ray_env = SHARED_RAY.join()
-    overrides = shlex.join([*ray, f"{LIVE_MAPS}=false"])
+    overrides = shlex.join([*ray, f"{LIVE_MAPS}=false", ONE_AT_A_TIME])
     uri = f"sqlite:///{tmp_path / 'mlruns.db'}"
     proc = run_documented(f"{command.replace('docs/figures', str(tmp_path))} --grid 6 --num-trials 16 "
                           f"--tracking-uri {uri} {overrides}", REPO, env=ray_env)
