@@ -114,8 +114,8 @@ def test_a_killed_sweep_resumes_without_losing_or_repeating_a_trial(tmp_path: Pa
     parents = [r for r in client.search_runs([client.get_experiment_by_name("toy").experiment_id])
                if r.data.tags.get("sweeper.role") == "sweep"]
     assert len(parents) == 1 and parents[0].info.status == "FINISHED"
-    # The conditions the trials share stay the ones on the sweep's run: the resumed sweep's new local Ray (a new
-    # node id) takes that condition out of the set, onto every trial, and changes none of the others.
+    # The conditions the trials share stay the ones on the sweep's run: the resumed sweep's other Ray (the session's
+    # head: a new node id) takes that condition out of the set, onto every trial, and changes none of the others.
     tags = parents[0].data.tags
     shared_after, varied = shared_from_tags(tags), tags["sweeper.varied_conditions"].split(", ")
     assert shared_after and shared_after == {k: v for k, v in shared_before.items() if k not in varied}

@@ -62,6 +62,7 @@ print(reads)
 """
 #: The earlier sweep: a finished random sweep of the toy task's 6 trials, written in a process of its own, so that
 #: the test's process holds no connection to the file (see NULL_POOL). Prints the sweep's run id.
+#: NOTE: docs/decisions/0050-test-time-cuts.md
 _EARLIER_SWEEP = """
 import sys
 from tests.integration.apps.toy import branin01

@@ -47,7 +47,7 @@ def demo_sweep(seed: int, num_trials: int = 32, metric_bounds: list[float] | Non
     chooses on the raw-scale fit, and the bounds only add the posterior mixture that tags each chosen
     point with a prediction (docs/decisions/0013-ivr-chooses-on-the-raw-scale.md), which these tests do
     not read and which cost 90 % of the sweeps' time. :func:`test_the_demo_sweeps_points_are_its_bounded_sweeps`
-    holds them to that.
+    holds them to that. NOTE: docs/decisions/0050-test-time-cuts.md
     """
     policy = MultiversePolicy(DEMO.space, PolicySettings(
         strategy="ivr", num_trials=num_trials, n_initial=8, batch_size=8, seed=seed, deterministic=True,
