@@ -219,7 +219,7 @@ def _findings(records: SweepRecords, *, metric: str, mode: str, rule: TrialFilte
     biased = records.strategy != "random"
     curves = sections.curves_by_group(kept, metric, maximize, group_by)
     overall = expected_max(values, durations_s=_durations(kept), maximize=maximize) if len(kept) else None
-    sur, sur_note = _surrogate_curve(records, kept, values, metric=metric, maximize=maximize, bounds=bounds,
+    sur, sur_note = sweep_surrogate_curve(records, kept, values, metric=metric, maximize=maximize, bounds=bounds,
                                      biased=biased, request=surrogate)
     measurands = [metric, *(m for m in known if m != metric and kept[f"metric.{m}"].notna().any())]
     groups = qra_groups(kept, measurands, scale_min=scale_min, replicates=replicate_params(records))
@@ -235,7 +235,7 @@ def _findings(records: SweepRecords, *, metric: str, mode: str, rule: TrialFilte
                           ranking=ranking_stability(records, kept, metric, maximize, scale_min))
 
 
-def _surrogate_curve(records: SweepRecords, kept: pd.DataFrame, values: npt.NDArray[np.float64], *, metric: str,
+def sweep_surrogate_curve(records: SweepRecords, kept: pd.DataFrame, values: npt.NDArray[np.float64], *, metric: str,
                      maximize: bool, bounds: MetricBounds | None, biased: bool,
                      request: SurrogateRequest) -> tuple[SurrogateCurve | None, str | None]:
     """The surrogate curve, or None and why there is none."""

@@ -183,13 +183,13 @@ def default_labels(sweeps: Sequence[SweepRecords]) -> list[str]:
 def _curve(records: SweepRecords, kept: pd.DataFrame, label: str, n: NDArray[np.int64], request: Request, *,
            surrogate: bool | None, draws: int, seed: list[int]) -> SweepCurve:
     """A sweep's curve at budgets ``n``: the surrogate's where ``sweeper report`` would draw it."""
-    from sweeper.report.build_report import SurrogateRequest, _surrogate_curve
+    from sweeper.report.build_report import SurrogateRequest, sweep_surrogate_curve
 
     values = kept[f"metric.{request.metric}"].to_numpy(dtype=np.float64)
     durations = kept["duration_s"].to_numpy(dtype=np.float64)
     duration = float(durations.mean()) if np.all(np.isfinite(durations)) else None
     biased = records.strategy != "random"
-    sur, note = _surrogate_curve(records, kept, values, metric=request.metric, maximize=request.maximize,
+    sur, note = sweep_surrogate_curve(records, kept, values, metric=request.metric, maximize=request.maximize,
                                  bounds=request.bounds, biased=biased,
                                  request=SurrogateRequest(surrogate, 1000, 200, 10, seed[0]))
     if sur is not None:
