@@ -10,14 +10,19 @@ Functions (all on the unit cube, deterministic):
   gamma, looked up in the committed grid ``bench/data/svc_grid.npz`` (:mod:`bench.svc_grid`);
   test set = the 40 x 40 grid nodes, where the value is exact;
 - ``branin`` (d=2): test set = a 50 x 50 grid of cell centres;
-- ``hartmann6`` (d=6): test set = 4096 scrambled Sobol points (seed 12345).
+- ``hartmann6`` (d=6): test set = 4096 scrambled Sobol points (seed 12345);
+- ``svm``, ``hgb``, ``sgd``, ``wine``: the real ML maps of :mod:`bench.ml_maps` (the demo's SVC,
+  boosting and SGD on digits, an SVC on wine), each searched in its own space (integer and
+  categorical dims included; a tool's continuous points are snapped to the values a trial would
+  run at); test set = the grid's nodes, where the value is exact.
 
 Strategies, each run once per (function, seed) up to the largest n (every n of the table
 is a prefix of that run: each strategy picks its points one after another):
 
 - ``ours``: :class:`sweeper.search.policy.MultiversePolicy`, ``strategy=ivr``, driven as the Tune
   searcher drives it (ask, evaluate, tell; one trial at a time), with its defaults:
-  ``n_initial=8`` Sobol points, then greedy IVR batches of ``batch_size=8`` over 2048
+  ``n_initial=8`` Sobol points, then greedy IVR batches of ``batch_size=8``, the variance weighted
+  by the slope of the fit's mean (``ivr_slope_weight``; ``--policy ivr_slope_weight=0`` gives plain IVR), over 2048
   Sobol candidates and 1024 integration points; the rest of a batch is re-planned (GP refitted,
   warm-started from the previous fit: 2 starts; the first fit 3 restarts) whenever results
   arrived since it was planned and the refit is short next to a trial (each trial is
@@ -70,6 +75,7 @@ References:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -84,8 +90,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from bench.report import RESULTS_DIR, fmt, markdown_table, write_results
+from sweeper.search.space import SearchSpace
 
-FUNCTIONS = ("svc", "branin", "hartmann6")
+FUNCTIONS = ("svc", "branin", "hartmann6", "svm", "hgb", "sgd", "wine")
+#: The real ML maps of :mod:`bench.ml_maps` (a committed grid each, read by interpolation).
+ML_MAPS = ("svm", "hgb", "sgd", "wine")
 STRATEGIES = ("ours", "ours-b1", "ucb", "sobol", "random", "emukit", "botorch")
 N_DEFAULT = (10, 20, 30, 50, 100)
 #: A trial's simulated duration for the policy's clock: a minute, a short training run. The
@@ -102,7 +111,7 @@ EMUKIT_ANCHORS = 250
 BOTORCH_RESTARTS, BOTORCH_RAW_SAMPLES, BOTORCH_INTEGRATION = 4, 128, 512
 CHECKPOINT = RESULTS_DIR / "efficiency_runs.json"
 #: The metric bounds a user declares for each map (an accuracy: [0, 1]); ``--no-bounds`` leaves them out.
-BOUNDS = {"svc": [0.0, 1.0]}
+BOUNDS = {"svc": [0.0, 1.0], **{name: [0.0, 1.0] for name in ML_MAPS}}
 POLICY_STRATEGIES = {"ours": ("ivr", 8), "ours-b1": ("ivr", 1), "ucb": ("ucb", 8),
                      "sobol": ("sobol", 8), "random": ("random", 8)}
 MODEL_FREE = ("sobol", "random", "ucb")  # no map of their own: scored by the shared surrogate
@@ -249,19 +258,35 @@ def _store(runs: dict[str, dict[str, Any]], result: dict[str, Any], args: argpar
 # ---------------------------------------------------------------------- functions
 def objective(name: str) -> tuple[Callable[[NDArray[np.float64]], NDArray[np.float64]], int]:
     """The function on the unit cube and its dimension."""
-    from bench import functions, svc_grid
+    from bench import functions, ml_maps, svc_grid
 
+    if name in ML_MAPS:
+        return functools.partial(ml_maps.truth_at, name), ml_maps.MAPS[name].space.d
     return {"svc": (svc_grid.svc_accuracy, 2), "branin": (functions.branin, 2),
             "hartmann6": (functions.hartmann6, 6)}[name]
 
 
+def search_space(name: str) -> SearchSpace:
+    """The space the policy searches: a real map's own (its integer and categorical dims), else the unit cube."""
+    from bench import ml_maps
+    from sweeper.search.grammar import parse_specs
+
+    if name in ML_MAPS:
+        return ml_maps.MAPS[name].space
+    return parse_specs({f"x{i}": "interval(0, 1)" for i in range(objective(name)[1])})
+
+
 def test_set(name: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """The fixed dense points the map is scored on, and the ground truth there."""
-    from bench import svc_grid
+    from bench import ml_maps, svc_grid
     from sweeper.search.design import sobol_design
 
     if name == "svc":
         return svc_grid.grid_points()
+    if name in ML_MAPS:  # the grid's nodes, where the value is exact
+        values, axes = ml_maps.load_grid(name)
+        X = np.stack(np.meshgrid(*axes, indexing="ij"), axis=-1).reshape(-1, len(axes))
+        return X, values.reshape(-1)
     f, d = objective(name)
     if d == 2:
         axis = (np.arange(50) + 0.5) / 50
@@ -293,7 +318,7 @@ def one_run(function: str, strategy: str, seed: int, ns: list[int],
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         if strategy in POLICY_STRATEGIES:
-            X = policy_points(strategy, d, seed, n_max, f, overrides)
+            X = policy_points(strategy, search_space(function), seed, n_max, f, overrides)
         elif strategy == "emukit":
             X = emukit_points(d, seed, n_max, f, ns, X_test, own)
         else:
@@ -304,11 +329,15 @@ def one_run(function: str, strategy: str, seed: int, ns: list[int],
                       f"run the command again to continue", flush=True)
                 return None
     seconds = time.perf_counter() - start
+    space = search_space(function)
+    X = space.to_unit(space.from_unit(np.clip(X, 0.0, 1.0)))  # the values a trial runs at (a tool's points too)
     y = f(X)
-    shared = {n: shared_surrogate_mean(X[:n], y[:n], X_test) for n in ns}
+    categories = space.categories()
+    shared = {n: shared_surrogate_mean(X[:n], y[:n], X_test, categories) for n in ns}
     if strategy.startswith("ours"):
         bounds = (overrides or {}).get("metric_bounds")
-        own = {n: policy_model_mean(X[:n], y[:n], X_test, bounds) for n in ns if n in N_DEFAULT or n == n_max}
+        own = {n: policy_model_mean(X[:n], y[:n], X_test, bounds, categories) for n in ns
+               if n in N_DEFAULT or n == n_max}
     result: dict[str, Any] = {
         "function": function, "strategy": strategy, "seed": seed, "n_max": n_max,
         "seconds": seconds, "X": X.tolist(),
@@ -322,16 +351,18 @@ def one_run(function: str, strategy: str, seed: int, ns: list[int],
     return result
 
 
-def shared_surrogate_mean(X: NDArray[np.float64], y: NDArray[np.float64],
-                          X_test: NDArray[np.float64]) -> NDArray[np.float64]:
-    """The yardstick: plain ``fit_gp`` (Matern-5/2 ARD, 3 restarts, seed 0), posterior mean."""
+def shared_surrogate_mean(X: NDArray[np.float64], y: NDArray[np.float64], X_test: NDArray[np.float64],
+                          categories: dict[int, int] | None = None) -> NDArray[np.float64]:
+    """The yardstick: plain ``fit_gp`` (Matern-5/2 ARD, 3 restarts, seed 0), posterior mean; a categorical
+    dim (the SGD map's loss) enters as the policy's coregionalization factor."""
     from sweeper.search.gp_fit import fit_gp
 
-    return fit_gp(X, y, seed=0, n_restarts=3).predict(X_test)[0]
+    return fit_gp(X, y, seed=0, n_restarts=3, categories=categories or None).predict(X_test)[0]
 
 
 def policy_model_mean(X: NDArray[np.float64], y: NDArray[np.float64], X_test: NDArray[np.float64],
-                      bounds: list[float] | None = None) -> NDArray[np.float64]:
+                      bounds: list[float] | None = None, categories: dict[int, int] | None = None
+                      ) -> NDArray[np.float64]:
     """Ours' own map, the model the policy fits (its fit_gp settings, the seed of the yardstick): without
     bounds the plain fit's posterior mean (the yardstick itself); with the map's declared bounds the fit
     with its output warp learned (:func:`sweeper.search.bounded.fit_bounded_gp`), the one that tags its points.
@@ -341,22 +372,21 @@ def policy_model_mean(X: NDArray[np.float64], y: NDArray[np.float64], X_test: ND
     §6, and at n = 10 it is the worse map: 0.78 against this fit's 0.59.)
     """
     if bounds is None:
-        return shared_surrogate_mean(X, y, X_test)
+        return shared_surrogate_mean(X, y, X_test, categories)
     from sweeper.search.bounded import fit_bounded_gp
     from sweeper.search.warping import MetricBounds
 
-    return fit_bounded_gp(X, y, MetricBounds.parse(bounds), seed=0, n_restarts=3).predict(X_test)[0]
+    return fit_bounded_gp(X, y, MetricBounds.parse(bounds), seed=0, n_restarts=3,
+                          categories=categories or None).predict(X_test)[0]
 
 
-def policy_points(strategy: str, d: int, seed: int, n: int, f: Callable[..., Any],
+def policy_points(strategy: str, space: SearchSpace, seed: int, n: int, f: Callable[..., Any],
                   overrides: dict[str, Any] | None = None) -> NDArray[np.float64]:
     """Drive :class:`MultiversePolicy` as the Tune searcher does with one worker: ask, evaluate, tell."""
-    from sweeper.search.grammar import parse_specs
     from sweeper.search.policy import MultiversePolicy
     from sweeper.search.settings import PolicySettings
 
     name, batch = POLICY_STRATEGIES[strategy]
-    space = parse_specs({f"x{i}": "interval(0, 1)" for i in range(d)})
     elapsed = [0.0]  # simulated seconds: each trial takes TRIAL_SECONDS (the policy re-plans by time)
     policy = MultiversePolicy(space, PolicySettings(**{**(overrides or {}), "strategy": name, "num_trials": n,
                                                       "n_initial": N_INITIAL, "batch_size": batch, "seed": seed}),

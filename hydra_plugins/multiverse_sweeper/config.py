@@ -68,6 +68,9 @@ class MultiverseSweeperConf:
     # BoTorch's default); false: maximum likelihood
     gp_lengthscale_prior: bool = False
     ivr_local_search: bool = False  # ivr: add local-search candidates around the best Sobol candidates
+    # ivr: weight the integrated variance by 1 + w * (slope of the fit's mean) / (its mean slope), so trials go
+    # where a stationary GP's map errs most (cliffs, steep edges); 0: plain IVR (Bell et al. 2022)
+    ivr_slope_weight: float = 2.0
     kernel: str = "matern52-ard"  # matern52-ard | matern52 | rbf-ard | rbf (continuous dims)
     coregion_rank: int = 1  # rank of W in each categorical dim's B = W W^T + diag(kappa)
     # T: before each batch, test an additive GP against a shared one (Bell et al. 2022, eq. 8) and stop once

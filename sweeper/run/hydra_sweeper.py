@@ -85,7 +85,8 @@ class SweeperImpl:
                  deterministic: bool, max_failure_rate: float, stop_on_identical_failures: int | None,
                  trial_timeout_s: float | None, ucb_beta: float, n_candidates: int, n_integration: int,
                  gp_restarts: int, gp_max_fit_points: int | None, gp_refine_max_points: int | None,
-                 gp_lengthscale_prior: bool, ivr_local_search: bool, kernel: str, coregion_rank: int,
+                 gp_lengthscale_prior: bool, ivr_local_search: bool, ivr_slope_weight: float, kernel: str,
+                 coregion_rank: int,
                  stop_on_bayes_factor: float | None, metric_bounds: Sequence[float | None] | None, resume: bool,
                  live_maps: bool, keep_checkpoints: int, keep_finished_checkpoints: bool, preempt_grace_s: float,
                  **unknown: Any) -> None:
@@ -108,7 +109,8 @@ class SweeperImpl:
             deterministic=deterministic, stop_on_identical_failures=stop_on_identical_failures, ucb_beta=ucb_beta,
             n_candidates=n_candidates, n_integration=n_integration, gp_restarts=gp_restarts,
             gp_max_fit_points=gp_max_fit_points, gp_refine_max_points=gp_refine_max_points,
-            gp_lengthscale_prior=gp_lengthscale_prior, ivr_local_search=ivr_local_search, kernel=kernel,
+            gp_lengthscale_prior=gp_lengthscale_prior, ivr_local_search=ivr_local_search,
+            ivr_slope_weight=ivr_slope_weight, kernel=kernel,
             coregion_rank=coregion_rank, stop_on_bayes_factor=stop_on_bayes_factor,
             metric_bounds=_plain_bounds(metric_bounds))
         self.hydra_context: HydraContext | None = None

@@ -186,7 +186,7 @@ def _ivr_from_cov(
 
 def _prepare(
     gp: GPFit, X_cond: NDArray[np.float64], X_cand: NDArray[np.float64],
-    X_mc: NDArray[np.float64], q: int,
+    X_mc: NDArray[np.float64], q: int, weights: NDArray[np.float64] | None = None,
 ) -> tuple[_Conditioner, NDArray[np.float64]]:
     X_cand = np.asarray(X_cand, dtype=np.float64)
     if X_cand.ndim != 2 or X_cand.shape[0] < 1:
@@ -201,6 +201,12 @@ def _prepare(
     C = gp.kernel(X_mc, X_cand)  # (m, c)
     if B.shape[0]:
         C -= B.T @ cond.A
+    if weights is not None:
+        # Row j scaled by sqrt(w_j): every squared covariance in the integral, and its rank-one updates, weighted.
+        w = np.asarray(weights, dtype=np.float64)
+        if w.shape != (X_mc.shape[0],) or not np.all(np.isfinite(w) & (w > 0)):
+            raise ValueError(f"weights must be {X_mc.shape[0]} positive finite numbers, one per integration point")
+        C *= np.sqrt(w / np.mean(w))[:, None]
     return cond, C
 
 
@@ -209,13 +215,16 @@ def integrated_variance_reduction(
     X_cond: NDArray[np.float64],
     X_cand: NDArray[np.float64],
     X_mc: NDArray[np.float64],
+    weights: NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
     """Reduction of the integrated posterior variance from one more noisy observation.
 
     ``IVR(x) = (1/m) sum_j cov_n(x_j, x)^2 / (var_n(x) + noise)``, the Monte Carlo
     estimate over ``X_mc`` of ``int [var_n(u) - var_{n+x}(u)] du`` on the unit cube, where
     ``cov_n`` is the posterior covariance given noisy observations at ``X_cond``
-    (standardised scale). It does not depend on any ``y``.
+    (standardised scale). It does not depend on any ``y``. With ``weights`` (one per
+    integration point, e.g. :func:`slope_weights`) the integral is ``int w(u) [...] du``,
+    the weights taken relative to their mean.
 
     Args:
         gp: Fitted GP (only its kernel and noise variance are used).
@@ -223,15 +232,16 @@ def integrated_variance_reduction(
             ``N`` may be 0 (the prior).
         X_cand: Candidates, shape ``(c, d)``.
         X_mc: Integration points, uniform in the unit cube, shape ``(m, d)``.
+        weights: Positive weight of each integration point, shape ``(m,)``; None: all equal.
 
     Returns:
         IVR of each candidate, shape ``(c,)``, finite and ``>= 0``, in standardised
         variance units.
 
     Raises:
-        ValueError: If shapes disagree.
+        ValueError: If shapes disagree or a weight is not positive and finite.
     """
-    cond, C = _prepare(gp, X_cond, X_cand, X_mc, q=0)
+    cond, C = _prepare(gp, X_cond, X_cand, X_mc, q=0, weights=weights)
     return _ivr_from_cov(C, cond.var, cond.noise)
 
 
@@ -241,6 +251,7 @@ def select_ivr_batch(
     X_cand: NDArray[np.float64],
     X_mc: NDArray[np.float64],
     q: int,
+    weights: NDArray[np.float64] | None = None,
 ) -> BatchSelection:
     """Choose ``q`` distinct candidates greedily by integrated variance reduction.
 
@@ -255,6 +266,7 @@ def select_ivr_batch(
         X_cand: Candidates, shape ``(c, d)``.
         X_mc: Integration points, shape ``(m, d)``.
         q: Batch size, ``1 <= q <= c``.
+        weights: Weight of each integration point (:func:`integrated_variance_reduction`); None: equal.
 
     Returns:
         The picks and each pick's IVR at the time it was picked.
@@ -264,7 +276,7 @@ def select_ivr_batch(
     """
     c = np.asarray(X_cand).shape[0]
     _check_batch(q, c)
-    cond, C = _prepare(gp, X_cond, X_cand, X_mc, q)
+    cond, C = _prepare(gp, X_cond, X_cand, X_mc, q, weights)
     taken = np.zeros(c, dtype=bool)
     indices = np.empty(q, dtype=np.intp)
     values = np.empty(q)
@@ -350,15 +362,16 @@ def local_ivr_candidates(
     n_best: int = 8,
     n_local: int = 32,
     scales: tuple[float, ...] = (0.05, 0.015),
+    weights: NDArray[np.float64] | None = None,
 ) -> NDArray[np.float64]:
     """More candidates near the best of ``X_cand`` by IVR: a local random search.
 
-    Each round scores the pool (``X_cand`` plus the points added so far), takes its
-    ``n_best`` by IVR and draws ``n_local`` Gaussian perturbations of each with sd
-    ``scale`` in ``columns`` (None: all), clipped to the unit cube. A fixed candidate set
-    of 2048 Sobol points is ~0.02 apart in 2-D but ~0.3 in 6-D, so the best candidate can
-    be far from IVR's maximum; the caller appends these points to the candidates and
-    selects among all of them.
+    Each round scores the pool (``X_cand`` plus the points added so far), takes its ``n_best``
+    by IVR (weighted by ``weights`` over ``X_mc``, as the batch is) and draws ``n_local``
+    Gaussian perturbations of each with sd ``scale`` in ``columns`` (None: all), clipped to the
+    unit cube. A fixed candidate set of 2048 Sobol points is ~0.02 apart in 2-D but ~0.3 in 6-D,
+    so the best candidate can be far from IVR's maximum; the caller appends these points to the
+    candidates and selects among all of them.
 
     Returns:
         The new points, shape ``(len(scales) * n_best * n_local, d)``.
@@ -367,7 +380,7 @@ def local_ivr_candidates(
     d = X_cand.shape[1]
     mask = np.zeros(d, dtype=bool)
     mask[np.arange(d) if columns is None else np.asarray(columns, dtype=np.intp)] = True
-    pool, scores = X_cand, integrated_variance_reduction(gp, X_cond, X_cand, X_mc)
+    pool, scores = X_cand, integrated_variance_reduction(gp, X_cond, X_cand, X_mc, weights)
     added = []
     for scale in scales:
         best = pool[np.argsort(-scores, kind="stable")[:n_best]]
@@ -375,5 +388,44 @@ def local_ivr_candidates(
         new = np.clip(best[:, None, :] + step, 0.0, 1.0).reshape(-1, d)
         added.append(new)
         pool = np.vstack([pool, new])
-        scores = np.concatenate([scores, integrated_variance_reduction(gp, X_cond, new, X_mc)])
+        scores = np.concatenate([scores, integrated_variance_reduction(gp, X_cond, new, X_mc, weights)])
     return np.vstack(added) if added else np.zeros((0, d))
+
+
+def slope_weights(gp: GPFit, X_mc: NDArray[np.float64], strength: float, step: float = 1e-3) -> NDArray[np.float64]:
+    """Weights for IVR's integral: ``1 + strength * s(u) / mean(s)``, ``s`` the squared slope of the posterior mean.
+
+    ``s(u) = sum_c (l_c dmu/du_c)^2`` over the continuous columns of the GP's kernel terms, each
+    derivative a central difference of ``step`` (one-sided at the cube's faces) in units of the
+    column's lengthscale ``l_c``. A stationary GP's mean errs most where the map is steepest (a
+    cliff between a plateau and the rest, an edge where the function rises fast), and the fitted
+    posterior variance cannot see it: that depends on where the points are, not on what they
+    showed. Weighting the variance by the slope spends trials there (in the spirit of Lam &
+    Notz 2008's EIGF, whose criterion adds the local variation of the fit to its variance).
+    ``strength`` 0 gives equal weights, Bell et al.'s plain IVR; the mean of ``s`` normalises
+    the slope, so the weights do not depend on the metric's units. A flat mean (a constant map)
+    gives equal weights too. NOTE: docs/decisions/0062-slope-weighted-ivr.md
+
+    References:
+        Lam, C. Q., Notz, W. I. (2008). Sequential adaptive designs in computer experiments
+        for response surface model fit. Statistics and Applications 6.
+    """
+    X_mc = np.asarray(X_mc, dtype=np.float64)
+    weights = np.ones(X_mc.shape[0])
+    if strength <= 0.0 or X_mc.shape[0] == 0:
+        return weights
+    scale: dict[int, float] = {}
+    for term in gp.terms:
+        for c, ls in zip(term.columns, np.broadcast_to(term.lengthscales, (len(term.columns),)), strict=True):
+            scale[c] = min(scale.get(c, np.inf), float(ls))
+    slope = np.zeros(X_mc.shape[0])
+    for c, ls in scale.items():
+        up, down = X_mc.copy(), X_mc.copy()
+        up[:, c] = np.minimum(X_mc[:, c] + step, 1.0)
+        down[:, c] = np.maximum(X_mc[:, c] - step, 0.0)
+        derivative = (gp.predict_mean(up) - gp.predict_mean(down)) / (up[:, c] - down[:, c])
+        slope += (ls * derivative) ** 2
+    mean = float(np.mean(slope))
+    if not np.isfinite(mean) or mean <= 0.0:
+        return weights
+    return weights + strength * slope / mean

@@ -15,7 +15,13 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from sweeper.search.acquisition import BatchSelection, local_ivr_candidates, select_ivr_batch, select_ucb_batch
+from sweeper.search.acquisition import (
+    BatchSelection,
+    local_ivr_candidates,
+    select_ivr_batch,
+    select_ucb_batch,
+    slope_weights,
+)
 from sweeper.search.bounded import fit_bounded_gp
 from sweeper.search.design import as_generator, balance_categories, sobol_design
 from sweeper.search.ensemble import GPEnsemble
@@ -134,17 +140,20 @@ class IVRBatch(GPBatchStep):
 
     def _select(self, gp: GPFit, X_asked: Points, cand: Points, size: int,
                 stream: Sequence[int]) -> tuple[Points, BatchSelection]:
-        """IVR over integration points that give every category combination an equal share; with
-        ``ivr_local_search``, local candidates around the best Sobol ones join the Sobol candidates."""
+        """IVR over integration points that give every category combination an equal share, the variance
+        weighted by the slope of the fit's mean (``ivr_slope_weight``); with ``ivr_local_search``, local
+        candidates around the best Sobol ones join the Sobol candidates."""
         s, space = self.settings, self.space
         categories = space.categories()
         mc_stream = [*stream, STREAM_INTEGRATION]
         X_mc = balance_categories(sobol_design(s.n_integration, space.d, mc_stream), categories, mc_stream)
+        weights = slope_weights(gp, X_mc, s.ivr_slope_weight) if s.ivr_slope_weight > 0 else None
         continuous = np.array([c for c in range(space.d) if c not in categories], dtype=np.intp)
         if s.ivr_local_search and continuous.size:
-            local = local_ivr_candidates(gp, X_asked, cand, X_mc, as_generator([*stream, STREAM_LOCAL]), continuous)
+            local = local_ivr_candidates(gp, X_asked, cand, X_mc, as_generator([*stream, STREAM_LOCAL]), continuous,
+                                         weights=weights)
             cand = np.vstack([cand, space.to_unit(space.from_unit(local))])
-        return cand, select_ivr_batch(gp, X_asked, cand, X_mc, size)
+        return cand, select_ivr_batch(gp, X_asked, cand, X_mc, size, weights)
 
 
 class UCBBatch(GPBatchStep):

@@ -99,6 +99,9 @@ _OPTION_RULES = (
           "a number of results >= 1 (null: never refine on all)", 1000),
     _Rule("gp_lengthscale_prior", lambda s: not isinstance(s.gp_lengthscale_prior, bool),
           "must be true or false (a LogNormal lengthscale prior, MAP fit)", "false"),
+    _Rule("ivr_slope_weight", lambda s: isinstance(s.ivr_slope_weight, bool)
+          or not isinstance(s.ivr_slope_weight, int | float) or not 0 <= s.ivr_slope_weight < float("inf"),
+          "the slope weight must be a number >= 0 (0: plain IVR)", 2.0),
     _Rule("ivr_local_search", lambda s: not isinstance(s.ivr_local_search, bool),
           "must be true or false (local search around the best IVR candidates)", "false"),
     _Rule("kernel", lambda s: s.kernel not in KERNELS, f"must be one of {', '.join(KERNELS)}", "matern52-ard"),
@@ -161,6 +164,10 @@ class PolicySettings:
     #: (sweeper.search.acquisition.local_ivr_candidates). Off by default.
     #: NOTE: docs/decisions/0029-gp-options-off-by-default.md
     ivr_local_search: bool = False
+    #: IVR only: weight the integrated variance by ``1 + w * slope / mean slope`` of the fit's mean
+    #: (sweeper.search.acquisition.slope_weights), so trials go where a stationary GP's map errs most:
+    #: cliffs and steep edges. 0 is Bell et al.'s plain IVR. NOTE: docs/decisions/0062-slope-weighted-ivr.md
+    ivr_slope_weight: float = 2.0
     kernel: str = "matern52-ard"
     coregion_rank: int = 1
     stop_on_bayes_factor: float | None = None

@@ -13,6 +13,7 @@ from sweeper.search.acquisition import (
     integrated_variance_reduction,
     select_ivr_batch,
     select_ucb_batch,
+    slope_weights,
 )
 from sweeper.search.design import random_design, sobol_design
 from sweeper.search.gp import GPY_JITTER, GPFit
@@ -230,3 +231,50 @@ def test_ucb_pending_point_lowers_exploration_bonus(toy_gp: GPFit) -> None:
 def test_ucb_rejects_negative_beta(toy_gp: GPFit) -> None:
     with pytest.raises(ValueError, match="beta must be >= 0"):
         select_ucb_batch(toy_gp, toy_gp.X, grid(3), q=1, beta=-1.0)
+
+
+# --- slope-weighted IVR ------------------------------------------------------------------
+
+
+def cliff(X: np.ndarray) -> np.ndarray:
+    """A plateau at 0 for x < 0.5 and a plateau at 1 above it, joined by a steep ramp: a real map's cliff."""
+    return 1.0 / (1.0 + np.exp(-(X[:, 0] - 0.5) / 0.02))
+
+
+def test_slope_weights_are_heaviest_on_the_cliff() -> None:
+    X = sobol_design(24, 2, seed=3)
+    gp = fit_gp(X, cliff(X), seed=0)
+    X_mc = grid(20)
+    w = slope_weights(gp, X_mc, strength=4.0)
+    on_cliff = np.abs(X_mc[:, 0] - 0.5) < 0.1
+    assert np.all(w >= 1.0) and np.isclose(np.mean(w), 5.0)  # 1 + strength * slope / mean slope
+    assert np.mean(w[on_cliff]) > 2.0 * np.mean(w[~on_cliff])
+
+
+def test_slope_weights_are_equal_for_a_flat_map_or_no_strength() -> None:
+    X = sobol_design(12, 2, seed=3)
+    flat = fit_gp(X, np.full(12, 0.627), seed=0)  # the majority class everywhere
+    assert np.array_equal(slope_weights(flat, grid(10), strength=4.0), np.ones(100))
+    tilted = fit_gp(X, X[:, 0], seed=0)
+    assert np.array_equal(slope_weights(tilted, grid(10), strength=0.0), np.ones(100))
+
+
+def test_equal_weights_are_plain_ivr_and_heavy_weights_pull_the_batch(toy_gp: GPFit) -> None:
+    X_cand, X_mc = sobol_design(256, 2, seed=4), sobol_design(512, 2, seed=5)
+    plain = select_ivr_batch(toy_gp, toy_gp.X, X_cand, X_mc, q=6)
+    equal = select_ivr_batch(toy_gp, toy_gp.X, X_cand, X_mc, q=6, weights=np.full(512, 3.0))
+    assert np.array_equal(plain.indices, equal.indices)
+    np.testing.assert_allclose(plain.values, equal.values, rtol=1e-12)
+    right = np.where(X_mc[:, 0] > 0.7, 50.0, 1.0)  # the variance right of x = 0.7 counts 50 times
+    pulled = select_ivr_batch(toy_gp, toy_gp.X, X_cand, X_mc, q=6, weights=right)
+    assert np.mean(X_cand[pulled.indices, 0] > 0.6) > np.mean(X_cand[plain.indices, 0] > 0.6)
+    assert np.all(X_cand[pulled.indices[:3], 0] > 0.6)
+
+
+@pytest.mark.parametrize("weights", [np.zeros(512), np.full(512, np.nan), np.ones(511), -np.ones(512)])
+def test_ivr_rejects_weights_that_are_not_positive_finite_one_per_point(toy_gp: GPFit, weights) -> None:
+    X_cand, X_mc = sobol_design(16, 2, seed=4), sobol_design(512, 2, seed=5)
+    with pytest.raises(ValueError, match="positive finite"):
+        select_ivr_batch(toy_gp, toy_gp.X, X_cand, X_mc, q=2, weights=weights)
+    with pytest.raises(ValueError, match="positive finite"):
+        integrated_variance_reduction(toy_gp, toy_gp.X, X_cand, X_mc, weights=weights)

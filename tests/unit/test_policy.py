@@ -79,9 +79,10 @@ def test_pending_points_spread_a_batch() -> None:
     assert len(policy.pending) == 32
 
 
-def test_failed_point_conditions_the_variance_and_is_not_resampled() -> None:
+@pytest.mark.parametrize("slope_weight", [2.0, 0.0])
+def test_failed_point_conditions_the_variance_and_is_not_resampled(slope_weight: float) -> None:
     """A failed point is known: IVR does not send the next trial back next to it."""
-    settings = PolicySettings(num_trials=9, n_initial=8, batch_size=1, **FAST)
+    settings = PolicySettings(num_trials=9, n_initial=8, batch_size=1, ivr_slope_weight=slope_weight, **FAST)
     policy = MultiversePolicy(SPACE_2D, settings)
     initial = [policy.ask() for _ in range(8)]
     for s in initial[:7]:
@@ -93,6 +94,8 @@ def test_failed_point_conditions_the_variance_and_is_not_resampled() -> None:
     distances = np.linalg.norm(np.array(initial[7].x) - np.array(nxt.x))
     assert distances > 0.1
 
+    if slope_weight:
+        return  # the slope weights read the fit's mean, which a pretended success below would move
     # Without conditioning on the failure the hole it leaves is where IVR goes first.
     blind = MultiversePolicy(parse_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"}), settings)
     for s in initial[:7]:
@@ -102,6 +105,12 @@ def test_failed_point_conditions_the_variance_and_is_not_resampled() -> None:
     blind._results[7] = 0.0  # pretend it succeeded: same geometry, so same conditioning
     same = blind.ask()
     assert np.allclose(same.x, nxt.x)  # the failure is conditioned on exactly like a success
+
+
+@pytest.mark.parametrize("weight", [-1.0, True, "steep", float("inf")])
+def test_a_slope_weight_that_is_not_a_number_from_0_up_is_refused(weight) -> None:
+    with pytest.raises(SweeperConfigError, match="ivr_slope_weight.*number >= 0"):
+        MultiversePolicy(SPACE_2D, PolicySettings(ivr_slope_weight=weight))
 
 
 def test_failure_budget_ends_the_sweep() -> None:
