@@ -15,7 +15,10 @@ What, for every ``n`` (observations) and ``d`` (dimensions):
   searcher makes at ``n``: the same call started from its fit one batch earlier
   (``init=``, ``WARM_RESTARTS`` starts; sweeper.search.policy); every method below uses the
   searcher's fitted hyperparameters;
-- **ours 1 / ours 32**: ``select_ivr_batch(gp, X_cond=X, X_cand=cand, X_mc=mc, q=1 | 32)``;
+- **ours 1 / ours 32**: ``select_ivr_batch(gp, X_cond=X, X_cand=cand, X_mc=mc, q=1 | 32)``, plain IVR
+  (the criterion Emukit and BoTorch compute); **slope weights**: the searcher's weights of the
+  integration points (``slope_weights(gp, mc, ivr_slope_weight)``, issue 37), timed apart and added
+  to the refit + batch totals, as the searcher computes them before each batch;
 - **emukit 1**: a GPy ``GPRegression`` with the *same* fitted hyperparameters (standardised
   outputs, Matern-5/2 ARD, noise) in ``GPyModelWrapper``, ``IntegratedVarianceReduction``
   with ``x_monte_carlo=mc``, evaluated on the same candidates, argmax (model construction
@@ -65,11 +68,12 @@ from numpy.typing import NDArray
 
 from bench.report import fmt, markdown_table, median, write_results
 from sweeper.blas import one_blas_thread
-from sweeper.search.acquisition import integrated_variance_reduction, select_ivr_batch
+from sweeper.search.acquisition import integrated_variance_reduction, select_ivr_batch, slope_weights
 from sweeper.search.design import sobol_design
 from sweeper.search.gp import GPY_JITTER, GPFit, cholesky_with_jitter
 from sweeper.search.gp_batch import WARM_RESTARTS
 from sweeper.search.gp_fit import fit_gp
+from sweeper.search.settings import PolicySettings
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -128,7 +132,7 @@ def measure(n: int, d: int, args: argparse.Namespace) -> dict[str, Any]:
     X, y = make_data(n, d)
     cand = sobol_design(args.candidates, d, seed=1)
     mc = sobol_design(args.mc, d, seed=2)
-    fit_s, exact_fit_s, ours1_s, ours_q_s, warm_fit_s = [], [], [], [], []
+    fit_s, exact_fit_s, ours1_s, ours_q_s, warm_fit_s, slope_s = [], [], [], [], [], []
     # The fit a sweep's searcher makes at n: warm-started from its fit one batch earlier (untimed).
     previous = fit_gp(X[:n - args.batch], y[:n - args.batch], seed=0, n_restarts=args.restarts,
                       max_fit_points=args.max_fit_points, refine_max_points=args.refine_max_points)
@@ -154,12 +158,15 @@ def measure(n: int, d: int, args: argparse.Namespace) -> dict[str, Any]:
         t = time.perf_counter()
         ours = select_ivr_batch(gp, X_cond=X, X_cand=cand, X_mc=mc, q=args.batch)
         ours_q_s.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        slope_weights(gp, mc, PolicySettings().ivr_slope_weight)
+        slope_s.append(time.perf_counter() - t)
     ipv_before = integrated_posterior_variance(gp, X, mc)
     ivr_ours = integrated_variance_reduction(gp, X, cand, mc)
     row: dict[str, Any] = {
         "n": n, "d": d, "fit_s": median(fit_s), "exact_fit_s": median(exact_fit_s) if exact_fit_s else None,
         "warm_fit_s": median(warm_fit_s), "warm_fit_s_all": warm_fit_s,
-        "ours_1_s": median(ours1_s), "ours_q_s": median(ours_q_s),
+        "ours_1_s": median(ours1_s), "ours_q_s": median(ours_q_s), "slope_s": median(slope_s), "slope_s_all": slope_s,
         "fit_s_all": fit_s, "exact_fit_s_all": exact_fit_s, "ours_1_s_all": ours1_s, "ours_q_s_all": ours_q_s,
         "lengthscales": gp.lengthscales.tolist(), "variance": gp.variance, "noise_variance": gp.noise_variance,
         "ipv_before": ipv_before,
@@ -337,7 +344,8 @@ def acquisition_markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -
         return ("" if r.get("emukit_whole") and key.startswith("emukit") else "≈") + fmt(r.get(key))
 
     header = ["n", "d", "refit s (searcher, cold)", "warm refit s (searcher in a sweep)", "exact fit s", "ours 1 s",
-              f"ours {q} s", f"cold refit + ours {q} s", f"warm refit + ours {q} s", "Emukit 1 s", f"Emukit {q} s",
+              f"ours {q} s", "slope weights s", f"cold refit + weights + ours {q} s",
+              f"warm refit + weights + ours {q} s", "Emukit 1 s", f"Emukit {q} s",
               "BoTorch 1 s", f"BoTorch {q} s",
               f"speed-up {q} vs Emukit", "vs BoTorch", "same picks (Emukit)", "criterion rel. diff Emukit / BoTorch",
               "IPV before", "IPV ours", "IPV Emukit", "IPV BoTorch"]
@@ -346,7 +354,8 @@ def acquisition_markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -
         em, bt = "emukit_1_s" in r, "botorch_1_s" in r
         table.append([
             str(r["n"]), str(r["d"]), fmt(r["fit_s"]), fmt(r["warm_fit_s"]), fmt(r["exact_fit_s"]), fmt(r["ours_1_s"]),
-            fmt(r["ours_q_s"]), fmt(r["fit_s"] + r["ours_q_s"]), fmt(r["warm_fit_s"] + r["ours_q_s"]),
+            fmt(r["ours_q_s"]), fmt(r.get("slope_s", 0.0)), fmt(r["fit_s"] + r.get("slope_s", 0.0) + r["ours_q_s"]),
+            fmt(r["warm_fit_s"] + r.get("slope_s", 0.0) + r["ours_q_s"]),
             approx(r, "emukit_1_s") if em else "—", approx(r, "emukit_q_s") if em else "—",
             approx(r, "botorch_1_s") if bt else "—", approx(r, "botorch_q_s") if bt else "—",
             (("" if r["emukit_whole"] else "≈") + fmt(r["emukit_q_s"] / r["ours_q_s"]) + "×") if em else "—",

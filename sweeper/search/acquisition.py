@@ -10,7 +10,9 @@ IMPORTANT: the posterior covariance of a GP does not depend on the observed valu
 ``X_cond`` -- finished, failed and still-pending trials alike -- and a greedy batch is
 built by conditioning on each pick in turn (rank-one updates), with no "hallucinated"
 outcomes needed. The UCB batch uses the same updates for its exploration term, which is
-GP-BUCB's hallucination of the pending observations.
+GP-BUCB's hallucination of the pending observations. IVR's optional weights over the
+integration points (:func:`slope_weights`) are computed once per batch from the fit's mean
+on the finished results; the variance they weight is still conditioned exactly.
 
 References:
     Seo, S., Wallat, M., Graepel, T., & Obermayer, K. (2000). Gaussian process regression:

@@ -13,7 +13,8 @@ their results with :meth:`~MultiversePolicy.tell`. Each strategy is one point so
   environment conditions (``env.seed x env.threads x env.deterministic``), where Sobol's
   low-discrepancy structure couples the cells of different dimensions;
 - ``ivr``: ``n_initial`` Sobol points, then Gaussian-process integrated variance reduction
-  (Bell et al. 2022, eq. 6-7), the design that maps the whole space;
+  (Bell et al. 2022, eq. 6-7), the design that maps the whole space, the variance weighted by
+  the slope of the fit's mean (``ivr_slope_weight``: where a map's cliffs are);
 - ``ucb``: ``n_initial`` Sobol points, then GP-UCB (GP-BUCB for batches), the optimising
   contrast the multiverse paper compares against.
 
@@ -37,7 +38,7 @@ since the plan was made, the rest of the batch is re-planned at the next ask: th
 refitted (warm-started from the previous fit's hyperparameters: that start plus the fixed
 one, ``WARM_RESTARTS``, instead of ``gp_restarts``) and the remaining points are chosen
 again, conditioned on every point asked. IVR's variance does not depend on the results, but
-its hyperparameters do, and those fitted on the first results move a lot: a sweep whose results
+its hyperparameters and its weights (the slope of the mean) do, and those fitted on the first results move a lot: a sweep whose results
 come in one at a time between asks is then designed almost sequentially, at the cost of one cheap
 refit per result. It does so only while planning takes at most ``REPLAN_SHARE`` of the time between
 plans: trials shorter than a refit keep their batches, since Tune's loop waits for the searcher.
