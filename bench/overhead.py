@@ -26,7 +26,10 @@ What, in one run, each variant ``--repeats`` times and in alternating order:
 5. **MLflow SQLite alone**: the tracker's calls per trial as the recorder makes them
    (create the run with its params and tags, log metrics and the other tags, write
    ``conditions.json``, close), with the numbers of params, tags and metrics of a real
-   trial run, median over ``--mlflow-runs`` runs, and the CPU time they take.
+   trial run, median over ``--mlflow-runs`` runs, and the CPU time they take; the tracker's
+   fast SQLite writes (``sweeper.record.sqlite_writes``, what a sweep uses) and MLflow's
+   client path, run by run alternately (``--mlflow-alone`` runs only this, with the
+   payload of the README's trial run).
 
 Also: the searcher's own time for ``ivr`` (``MultiversePolicy`` alone, outside Ray, with
 the same settings and N, fed results as two concurrent workers would), and a cProfile of
@@ -47,6 +50,7 @@ runs only this case).
     python -m bench overhead --trials 20 --repeats 1  # smoke
     python -m bench overhead --profile                # only the per-trial profile
     python -m bench overhead --live-maps              # only live maps on vs off
+    python -m bench overhead --mlflow-alone           # only one trial's MLflow records, fast path vs client
 """
 
 from __future__ import annotations
@@ -72,6 +76,10 @@ APPS = Path(__file__).resolve().parent / "apps"
 #: The diagnostic variant: ours with the trial runs' MLflow writes replaced by timestamps.
 NO_RECORDS = "ours sobol, MLflow writes off (diagnostic)"
 EXPERIMENT = "bench-trivial"
+#: A real trial run's numbers of params, tags and metrics (bench/README.md §1), for ``--mlflow-alone``.
+TRIAL_RUN_PAYLOAD = {"params": 2, "tags": 41, "metrics": 2}
+#: The tracker's two ways of writing a SQLite store, timed by :func:`mlflow_alone`.
+WRITE_PATHS = ("fast sqlite3 path", "MLflow client path")
 SPACE = {"x": "interval(0, 1)", "y": "interval(0, 1)"}
 
 
@@ -87,6 +95,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=int, default=1800, help="seconds allowed per subprocess")
     parser.add_argument("--profile", action="store_true", help="only profile one trial's time, no sweeps")
     parser.add_argument("--live-maps", action="store_true", help="only the live maps' case, on vs off")
+    parser.add_argument("--mlflow-alone", action="store_true",
+                        help="only one trial's MLflow records in SQLite, fast path vs MLflow's client")
     parser.add_argument("--live-trials", type=int, default=64,
                         help="1-second trials per sweep of the live maps' case (default 64: 7 GP batches of 8)")
     parser.add_argument("--live-kinds", default="sleep,busy",
@@ -102,6 +112,12 @@ def run(args: argparse.Namespace) -> None:
     if args.profile:
         prof = profile_trial(args.profile_trials)
         write_results("overhead-profile", profile_markdown(prof), {"profile": prof})
+        return
+    if args.mlflow_alone:
+        with tempfile.TemporaryDirectory(prefix="bench-mlflow-") as tmp:
+            mlflow = mlflow_alone(args.mlflow_runs, Path(tmp), TRIAL_RUN_PAYLOAD)
+        write_results("overhead-mlflow", markdown_table(["measurement", "value"], mlflow_rows(mlflow)),
+                      {"mlflow_alone": mlflow})
         return
     if args.live_maps:
         live = live_maps_overhead(args)
@@ -179,43 +195,76 @@ def run_tune(reuse_actors: bool, n: int, num_cpus: int, tmp: Path, timeout: int)
 
 def mlflow_alone(n_runs: int, tmp: Path, payload: dict[str, int]) -> dict[str, Any]:
     """Median time of one trial's MLflow records in a SQLite store, as the recorder writes them
-    (create the run with its params and tags, log the rest, ``conditions.json``, close it).
+    (create the run with its params and tags, log the rest, ``conditions.json``, close it), by
+    each of :data:`WRITE_PATHS`: the tracker's fast SQLite writes (what a sweep uses) and MLflow's
+    client (what any other store gets), one store each, run by run alternately so that a busy
+    machine slows both alike.
 
     The driver writes them one trial after another (in Tune's loop or in one writer
     thread), so this bounds how many trials per second the records keep up with,
     whatever the number of workers. ``payload`` gives the numbers of params, tags and metrics
     of a real trial run: params and ten tags go in with the run's creation, the metrics and
-    the other tags at its end.
+    the other tags at its end. CPU time is per run too (``time.process_time``): it depends
+    less on the machine's load than wall time.
     """
     from sweeper.record.tracking import MLflowTracker
 
-    tracker = MLflowTracker(f"sqlite:///{tmp / 'mlruns.db'}", "bench-mlflow")
-    parent = tracker.start_run("sweep", params={"strategy": "sobol"}, tags={"role": "sweep"})
+    trackers = {}
+    for name in WRITE_PATHS:
+        (tmp / name).mkdir()
+        trackers[name] = MLflowTracker(f"sqlite:///{tmp / name / 'mlruns.db'}", "bench-mlflow")
+    assert trackers[WRITE_PATHS[0]]._rows is not None, "the fast path is off for this store"
+    trackers[WRITE_PATHS[1]]._rows = None  # MLflow's client, as for a tracking server or PostgreSQL
+    parents = {name: t.start_run("sweep", params={"strategy": "sobol"}, tags={"role": "sweep"})
+               for name, t in trackers.items()}
     n_tags = max(payload["tags"] - 2, 0)  # the run name and parent tags come with create_run
     start_tags = {f"start_{i}": i for i in range(min(10, n_tags))}
     end_tags = {f"end_{i}": f"value {i}" for i in range(n_tags - len(start_tags))}
     metrics = {f"metric_{i}": 0.5 for i in range(payload["metrics"])}
     conditions = json.dumps({"measurement_procedure": end_tags, "object": params_of(0, payload)}, indent=1)
-    parts: dict[str, list[float]] = {"start_run": [], "log": [], "log_text": [], "finish": [], "total": []}
-    cpu = time.process_time()
+    parts = {name: {k: [] for k in ("start_run", "log", "log_text", "finish", "total", "cpu")}
+             for name in WRITE_PATHS}
+    load = os.getloadavg()[0]
     for i in range(n_runs):
-        t0 = time.perf_counter()
-        run_id = tracker.start_run(f"trial-{i:04d}", parent_run_id=parent, params=params_of(i, payload),
-                                   tags=start_tags)
-        t1 = time.perf_counter()
-        tracker.log(run_id, metrics=metrics, tags=end_tags)
-        t2 = time.perf_counter()
-        tracker.log_text(run_id, conditions, "conditions.json")
-        t3 = time.perf_counter()
-        tracker.finish(run_id)
-        t4 = time.perf_counter()
-        for key, seconds in zip(parts, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0), strict=True):
-            parts[key].append(seconds)
-    cpu_ms = 1e3 * (time.process_time() - cpu) / n_runs
-    total = parts["total"]
-    return {"runs": n_runs, "payload": payload, "median_ms": 1e3 * median(total), "min_ms": 1e3 * min(total),
-            "max_ms": 1e3 * max(total), "cpu_ms_per_run": cpu_ms,
-            "median_ms_by_call": {k: 1e3 * median(v) for k, v in parts.items() if k != "total"}}
+        for name in WRITE_PATHS if i % 2 == 0 else WRITE_PATHS[::-1]:
+            tracker, timed = trackers[name], parts[name]
+            cpu, t0 = time.process_time(), time.perf_counter()
+            run_id = tracker.start_run(f"trial-{i:04d}", parent_run_id=parents[name], params=params_of(i, payload),
+                                       tags=start_tags)
+            t1 = time.perf_counter()
+            tracker.log(run_id, metrics=metrics, tags=end_tags)
+            t2 = time.perf_counter()
+            tracker.log_text(run_id, conditions, "conditions.json")
+            t3 = time.perf_counter()
+            tracker.finish(run_id)
+            t4 = time.perf_counter()
+            for key, seconds in zip(timed, (t1 - t0, t2 - t1, t3 - t2, t4 - t3, t4 - t0,
+                                            time.process_time() - cpu), strict=True):
+                timed[key].append(seconds)
+    out: dict[str, Any] = {"runs": n_runs, "payload": payload, "load_average": [load, os.getloadavg()[0]]}
+    for name, timed in parts.items():
+        total = timed["total"]
+        out[name] = {"median_ms": 1e3 * median(total), "min_ms": 1e3 * min(total), "max_ms": 1e3 * max(total),
+                     "cpu_ms_per_run": 1e3 * median(timed["cpu"]),
+                     "median_ms_by_call": {k: 1e3 * median(v) for k, v in timed.items() if k not in ("total", "cpu")}}
+    return out
+
+
+def mlflow_rows(mlflow: dict[str, Any]) -> list[list[str]]:
+    """The table rows of :func:`mlflow_alone`: one per write path, then the ratio of their medians."""
+    what = ("MLflow SQLite alone, {path}: one trial's records as the recorder writes them (create the run with its "
+            "params and tags, log the rest, conditions.json, close; {params} params, {tags} tags, {metrics} metrics "
+            "as a real trial run)")
+    rows = [[what.format(path=name, **mlflow["payload"]),
+             f"{fmt(m['median_ms'])} ms median of {mlflow['runs']} runs (min {fmt(m['min_ms'])}, max "
+             f"{fmt(m['max_ms'])}), {fmt(m['cpu_ms_per_run'])} ms CPU (median); by call: " + ", ".join(
+                 f"{k} {fmt(v)} ms" for k, v in m["median_ms_by_call"].items())]
+            for name, m in ((name, mlflow[name]) for name in WRITE_PATHS)]
+    fast, client = (mlflow[name] for name in WRITE_PATHS)
+    return [*rows, ["MLflow SQLite alone: fast path / client path (medians; load average {} at the start, {} at the "
+                    "end)".format(*(fmt(x) for x in mlflow["load_average"])),
+                    f"wall {fmt(fast['median_ms'] / client['median_ms'], 3)}×, "
+                    f"CPU {fmt(fast['cpu_ms_per_run'] / client['cpu_ms_per_run'], 3)}×"]]
 
 
 def params_of(i: int, payload: dict[str, int]) -> dict[str, float]:
@@ -543,12 +592,7 @@ def overhead_markdown(raw: dict[str, list[dict[str, Any]]], mlflow: dict[str, An
          ratio(raw[NO_RECORDS], reuse, "wall_s")],
     ])
     extra = markdown_table(["measurement", "value"], [
-        ["MLflow SQLite alone: one trial's records as the recorder writes them (create the run with its params "
-         "and tags, log the rest, conditions.json, close; {params} params, {tags} tags, {metrics} metrics as a "
-         "real trial run)".format(**mlflow["payload"]),
-         f"{fmt(mlflow['median_ms'])} ms median of {mlflow['runs']} runs (min {fmt(mlflow['min_ms'])}, "
-         f"max {fmt(mlflow['max_ms'])}), {fmt(mlflow['cpu_ms_per_run'])} ms CPU; by call: " + ", ".join(
-             f"{k} {fmt(v)} ms" for k, v in mlflow["median_ms_by_call"].items())],
+        *mlflow_rows(mlflow),
         ["ivr searcher alone (MultiversePolicy, N={}, 2 workers)".format(searcher["trials"]),
          f"{fmt(searcher['total_s'])} s in ask = {fmt(1e3 * searcher['total_s'] / searcher['trials'])} ms/trial; "
          f"{searcher['gp_fits']} GP fits ({fmt(searcher['fit_s'])} s), {searcher['ivr_batches']} IVR batches "

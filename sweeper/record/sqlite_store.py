@@ -1,7 +1,7 @@
 """A SQLite tracking store's file: the lock a tracker opens it under, its journal mode, and a new
 store's tables copied from an empty store MLflow built once.
 
-Without MLflow: :mod:`sweeper.record.tracking` opens the store with these around MLflow's client.
+Without MLflow: :mod:`sweeper.record.tracking` opens the store with :func:`open_store` around MLflow's client.
 """
 
 from __future__ import annotations
@@ -12,11 +12,48 @@ import os
 import shutil
 import sqlite3
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
+from typing import TypeVar
 
 log = logging.getLogger(__name__)
+_T = TypeVar("_T")
+#: What MLflow's schema migrations fail with when another process runs them on the same new file.
+_MIGRATION_RACE = ("already exists", "duplicate column", "database is locked", "alembic_version")
+
+
+def open_store(path: str, open_client: Callable[[], _T], template_key: str, build: Callable[[str], None],
+               attempts: int = 6) -> _T:
+    """Open the SQLite store at ``path`` with ``open_client`` (MLflow's client, which creates a new store's
+    tables as it opens it), a new store's tables copied from the empty store ``build`` made once per
+    ``template_key`` (:func:`empty_store_template`), and the store put in write-ahead-log mode.
+
+    Two processes opening the same new SQLite file at once (sweeps started together, a
+    sweep and ``mlflow ui``, a script polling for runs) both run MLflow's schema
+    migrations, and the slower one fails ("table ... already exists", "duplicate column
+    name", an ``alembic_version`` mismatch): MLflow does not lock around them. Trackers
+    take turns through an exclusive ``flock`` on the database's folder
+    (:func:`folder_lock`, never on the file itself); against any other process, opening
+    again once the other has finished succeeds.
+    """
+    for attempt in range(attempts):
+        try:
+            with folder_lock(path):
+                if not os.path.exists(path) and os.path.isdir(os.path.dirname(path) or "."):
+                    template = empty_store_template(template_key, build)
+                    if template is not None:
+                        copy_new_store(template, path)
+                client = open_client()
+                use_write_ahead_log(path)
+                return client
+        except Exception as exc:  # SQLAlchemy's or alembic's error, wrapped or not
+            if attempt == attempts - 1 or not any(m in str(exc) for m in _MIGRATION_RACE):
+                raise
+            log.info("another process is creating the MLflow tables of %s; opening it again", path)
+            time.sleep(1.0 + attempt)
+    raise AssertionError("unreachable")
 
 
 @contextmanager

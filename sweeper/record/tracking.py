@@ -18,17 +18,24 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Metric, Param, RunStatus, RunTag
+from mlflow.exceptions import MlflowException
+from mlflow.protos.databricks_pb2 import ErrorCode
 from mlflow.store.artifact.artifact_repository_registry import get_artifact_repository
 from mlflow.store.artifact.local_artifact_repo import LocalArtifactRepository
 from mlflow.tracking import MlflowClient
+from mlflow.tracking.fluent import get_active_model_id
 from mlflow.utils.mlflow_tags import MLFLOW_PARENT_RUN_ID, MLFLOW_RUN_NAME
+from mlflow.utils.time import get_current_time_millis
+from mlflow.utils.uri import append_to_uri_path
+from mlflow.utils.validation import _validate_batch_log_data, _validate_param_keys_unique, _validate_run_id
 
 from sweeper.record.mlflow_keys import clean_key
 from sweeper.record.note import NOTE_TAG, note_from_run, output_tag
 from sweeper.record.redaction import redact_mapping, redact_text
-from sweeper.record.sqlite_store import copy_new_store, empty_store_template, folder_lock, use_write_ahead_log
-from sweeper.record.tracking_uri import absolute_tracking_uri, sqlite_path
+from sweeper.record.sqlite_store import open_store
+from sweeper.record.sqlite_writes import Batch, MlflowRules, RunRows
+from sweeper.record.tracking_uri import absolute_tracking_uri, default_artifact_location, sqlite_path
 
 log = logging.getLogger(__name__)
 
@@ -45,18 +52,6 @@ _MAX_PARAMS, _MAX_TAGS, _MAX_METRICS = 100, 100, 1000
 #: is down; sweeper.record.spool does the retrying, with backoff, and spools what cannot be sent.
 MLFLOW_HTTP_ENV = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "1", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
                    "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
-
-
-def default_artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
-    """Artifacts of a SQLite store's experiment go next to the database file, not into the cwd.
-
-    (MLflow's default is ``./mlruns`` of whatever directory the sweep was launched from.)
-    None leaves other stores to MLflow (a tracking server decides for itself).
-    """
-    path = sqlite_path(tracking_uri)
-    if path is None or not path.startswith("/"):  # a relative file, or not SQLite
-        return None
-    return (Path(path).parent / "mlruns" / clean_key(experiment_name).replace(" ", "_")).as_uri()
 
 
 def _text(value: Any, limit: int) -> str:
@@ -106,6 +101,9 @@ def last_metric_steps(run: Any) -> dict[str, tuple[int, float]]:
 class MLflowTracker:
     """Writes one sweep's parent run and its trial runs.
 
+    A local SQLite store's runs are written by :mod:`sweeper.record.sqlite_writes`, faster, the rows MLflow's
+    client writes (NOTE: docs/decisions/0063-sqlite-fast-writes.md); else, and artifacts and reads, by MLflow's.
+
     Args:
         tracking_uri: any MLflow tracking URI; relative SQLite paths are made absolute.
         experiment_name: the experiment holding the sweep (created if absent).
@@ -126,6 +124,18 @@ class MLflowTracker:
         self.experiment_id = experiment_id
         self.experiment_name = experiment_name
         self._artifact_uris: dict[str, str] = {}  # run id -> artifact URI, of the runs this tracker created
+        self._rows = self._fast_rows()
+
+    def _fast_rows(self) -> RunRows | None:
+        """Fast writes to a SQLite file MLflow opened with its plain ``SqlAlchemyStore``; None for any
+        other store (a server, PostgreSQL, a workspace-aware store, SQLite in memory or with options)."""
+        path = sqlite_path(self.tracking_uri)
+        if path is None or path == ":memory:" or "?" in path:
+            return None
+        from mlflow.store.tracking.sqlalchemy_store import SqlAlchemyStore  # imported by MLflow for SQLite already
+
+        plain = type(self.client._tracking_client.store) is SqlAlchemyStore  # noqa: SLF001 - the store MLflow chose
+        return RunRows.open(path, MLFLOW_RULES) if plain else None
 
     # -------------------------------------------------------------- runs
     def start_run(
@@ -144,6 +154,10 @@ class MLflowTracker:
         all_tags[MLFLOW_RUN_NAME] = run_name
         if parent_run_id:
             all_tags[MLFLOW_PARENT_RUN_ID] = parent_run_id
+        if self._rows is not None:
+            run_id, self._artifact_uris[run_id] = self._rows.create_run(self.experiment_id, run_name, all_tags,
+                                                                        _batches(params, None, None, 0))
+            return run_id
         run = self.client.create_run(self.experiment_id, run_name=run_name, tags=all_tags)
         self._artifact_uris[run.info.run_id] = run.info.artifact_uri
         self.log(run.info.run_id, params=params)
@@ -165,18 +179,12 @@ class MLflowTracker:
         Params and tags are redacted first (sweeper.record.redaction): a credential-like key's
         value becomes ``***``, and a URL's password or a ``key=secret`` inside any value too.
         """
-        now = int(time.time() * 1000)
-        p = [Param(clean_key(k), _text(v, _MAX_PARAM_LEN)) for k, v in redact_mapping(params or {}).items()]
-        t = _tags(tags)
-        m = [Metric(clean_key(k), float(v), now, step) for k, v in (metrics or {}).items() if _is_number(v)]
-        chunks = max(-(-len(p) // _MAX_PARAMS), -(-len(t) // _MAX_TAGS), -(-len(m) // _MAX_METRICS))
-        for i in range(chunks):
-            self.client.log_batch(
-                run_id,
-                metrics=m[i * _MAX_METRICS: (i + 1) * _MAX_METRICS],
-                params=p[i * _MAX_PARAMS: (i + 1) * _MAX_PARAMS],
-                tags=t[i * _MAX_TAGS: (i + 1) * _MAX_TAGS],
-            )
+        batches = _batches(params, metrics, tags, step)
+        if self._rows is not None and get_active_model_id() is None:  # else MLflow also logs the model's metrics
+            self._rows.log_batches(run_id, batches)
+            return
+        for batch in batches:
+            self.client.log_batch(run_id, metrics=batch.metrics, params=batch.params, tags=batch.tags)
 
     def log_text(self, run_id: str, text: str, artifact_file: str) -> None:
         """Log a text artifact, redacted as free text (sweeper.record.redaction.redact_text) on the way.
@@ -266,12 +274,18 @@ class MLflowTracker:
 
     def reopen(self, run_id: str) -> None:
         """Mark a run RUNNING again: a resumed sweep's, or a trial's that continues from a checkpoint."""
-        self.client.update_run(run_id, status="RUNNING")
+        if self._rows is not None:
+            self._rows.update_run(run_id, "RUNNING")
+        else:
+            self.client.update_run(run_id, status="RUNNING")
         self.log(run_id, tags={"status": "RUNNING", "resumed_at": time.strftime("%Y-%m-%d %H:%M:%S")})
 
     def finish(self, run_id: str, status: str = "FINISHED") -> None:
         """End a run: FINISHED, FAILED or KILLED."""
-        self.client.set_terminated(run_id, status=status)
+        if self._rows is not None:  # MLflow's refusal of an unknown status first
+            self._rows.update_run(run_id, RunStatus.to_string(RunStatus.from_string(status)), get_current_time_millis())
+        else:
+            self.client.set_terminated(run_id, status=status)
 
     # -------------------------------------------------------------- reading back
     def child_runs(self, parent_run_id: str) -> list[Any]:
@@ -323,55 +337,48 @@ LOCAL_UI = "http://127.0.0.1:5000"
 #: Tags of an experiment the sweeper creates: MLflow 3's UI then shows it as model training, not GenAI.
 EXPERIMENT_TAGS = {"mlflow.experimentKind": "custom_model_development"}
 
-#: What MLflow's schema migrations fail with when another process runs them on the same new file.
-_MIGRATION_RACE = ("already exists", "duplicate column", "database is locked", "alembic_version")
-
-
-def _client(tracking_uri: str, attempts: int = 6) -> MlflowClient:
-    """An ``MlflowClient``, which creates a new SQLite store's tables as it opens it.
-
-    Two processes opening the same new SQLite file at once (sweeps started together, a
-    sweep and ``mlflow ui``, a script polling for runs) both run MLflow's schema
-    migrations, and the slower one fails ("table ... already exists", "duplicate column
-    name", an ``alembic_version`` mismatch): MLflow does not lock around them. Trackers
-    take turns through an exclusive ``flock`` on the database's folder
-    (:func:`~sweeper.record.sqlite_store.folder_lock`, never on the file itself); against any
-    other process, opening again once the other has finished succeeds. A SQLite store is put
-    in write-ahead-log mode in the same turn (:func:`~sweeper.record.sqlite_store.use_write_ahead_log`).
-    """
+def _client(tracking_uri: str) -> MlflowClient:
+    """An ``MlflowClient``; a SQLite file's opened by :func:`~sweeper.record.sqlite_store.open_store`
+    (a new store's tables copied from a template, in turn with other trackers, in write-ahead-log mode)."""
     path = sqlite_path(tracking_uri)
-    for attempt in range(attempts):
-        try:
-            if path is None or path == ":memory:":
-                return MlflowClient(tracking_uri)
-            with folder_lock(path):
-                _tables_from_template(path)
-                client = MlflowClient(tracking_uri)
-                use_write_ahead_log(path)
-                return client
-        except Exception as exc:  # SQLAlchemy's or alembic's error, wrapped or not
-            race = path is not None and any(m in str(exc) for m in _MIGRATION_RACE)
-            if attempt == attempts - 1 or not race:
-                raise
-            log.info("another process is creating the MLflow tables of %s; opening it again", tracking_uri)
-            time.sleep(1.0 + attempt)
-    raise AssertionError("unreachable")
-
-
-def _tables_from_template(path: str) -> None:
-    """A new SQLite store gets MLflow's tables as a copy of an empty store MLflow built once
-    (:func:`~sweeper.record.sqlite_store.empty_store_template`); anything in the way leaves it to MLflow."""
-    if os.path.exists(path) or not os.path.isdir(os.path.dirname(path) or "."):
-        return
+    if path is None or path == ":memory:":
+        return MlflowClient(tracking_uri)
     import alembic
     import mlflow
     import sqlalchemy
 
-    template = empty_store_template(f"mlflow-{mlflow.__version__}-sqlalchemy-{sqlalchemy.__version__}-alembic-"
-                                    f"{alembic.__version__}", lambda built: MlflowClient(f"sqlite:///{built}")
-                                    .search_experiments(max_results=1))
-    if template is not None:
-        copy_new_store(template, path)
+    return open_store(path, lambda: MlflowClient(tracking_uri), f"mlflow-{mlflow.__version__}-sqlalchemy-"
+                      f"{sqlalchemy.__version__}-alembic-{alembic.__version__}",
+                      lambda built: MlflowClient(f"sqlite:///{built}").search_experiments(max_results=1))
+
+
+def _batches(params: Mapping[str, Any] | None, metrics: Mapping[str, Any] | None, tags: Mapping[str, Any] | None,
+             step: int) -> list[Batch]:
+    """What :meth:`MLflowTracker.log` writes, as MLflow takes it, in batches within MLflow's limits
+    (none when there is nothing to write)."""
+    now = get_current_time_millis()
+    p = [Param(clean_key(k), _text(v, _MAX_PARAM_LEN)) for k, v in redact_mapping(params or {}).items()]
+    t = _tags(tags)
+    m = [Metric(clean_key(k), float(v), now, step) for k, v in (metrics or {}).items() if _is_number(v)]
+    chunks = max(-(-len(p) // _MAX_PARAMS), -(-len(t) // _MAX_TAGS), -(-len(m) // _MAX_METRICS))
+    return [Batch(params=p[i * _MAX_PARAMS: (i + 1) * _MAX_PARAMS], metrics=m[i * _MAX_METRICS: (i + 1) * _MAX_METRICS],
+                  tags=t[i * _MAX_TAGS: (i + 1) * _MAX_TAGS]) for i in range(chunks)]
+
+
+def _mlflow_checks(run_id: str, batch: Batch) -> Batch:
+    """MLflow's checks of a ``log_batch`` (not its per-request limits: :func:`_batches` keeps them)."""
+    _validate_run_id(run_id)
+    metrics, params, tags = _validate_batch_log_data(batch.metrics, batch.params, batch.tags)
+    _validate_param_keys_unique(params)
+    return Batch(params=params, metrics=metrics, tags=tags)
+
+
+def _mlflow_refusal(message: str, code: str) -> MlflowException:
+    return MlflowException(message, error_code=ErrorCode.Value(code))
+
+
+#: What MLflow decides about the fast writes: its checks, its exceptions, its runs' artifact URIs.
+MLFLOW_RULES = MlflowRules(check=_mlflow_checks, refuse=_mlflow_refusal, join_uri=append_to_uri_path)
 
 
 def _inside(artifact_file: str) -> bool:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from urllib.parse import urlparse
 
+from sweeper.record.mlflow_keys import clean_key
+
 SQLITE_PREFIX = "sqlite:///"
 
 
@@ -41,3 +43,15 @@ def tracking_uri_problem(uri: str) -> str | None:
     if parsed.scheme == "" and uri:
         return None  # a local path: MLflow's file store (needs MLFLOW_ALLOW_FILE_STORE=true on MLflow >= 3.13)
     return f"unknown scheme {parsed.scheme!r}: use sqlite:///mlruns.db or http://host:5000"
+
+
+def default_artifact_location(tracking_uri: str, experiment_name: str) -> str | None:
+    """Artifacts of a SQLite store's experiment go next to the database file, not into the cwd.
+
+    (MLflow's default is ``./mlruns`` of whatever directory the sweep was launched from.)
+    None leaves other stores to MLflow (a tracking server decides for itself).
+    """
+    path = sqlite_path(tracking_uri)
+    if path is None or not path.startswith("/"):  # a relative file, or not SQLite
+        return None
+    return (Path(path).parent / "mlruns" / clean_key(experiment_name).replace(" ", "_")).as_uri()
