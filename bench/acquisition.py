@@ -68,12 +68,13 @@ from numpy.typing import NDArray
 
 from bench.report import fmt, markdown_table, median, write_results
 from sweeper.blas import one_blas_thread
-from sweeper.search.acquisition import integrated_variance_reduction, select_ivr_batch, slope_weights
+from sweeper.search.acquisition import integrated_variance_reduction, select_ivr_batch
 from sweeper.search.design import sobol_design
 from sweeper.search.gp import GPY_JITTER, GPFit, cholesky_with_jitter
 from sweeper.search.gp_batch import WARM_RESTARTS
 from sweeper.search.gp_fit import fit_gp
 from sweeper.search.settings import PolicySettings
+from sweeper.search.slope_weights import slope_weights
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

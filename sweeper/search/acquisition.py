@@ -11,7 +11,7 @@ IMPORTANT: the posterior covariance of a GP does not depend on the observed valu
 built by conditioning on each pick in turn (rank-one updates), with no "hallucinated"
 outcomes needed. The UCB batch uses the same updates for its exploration term, which is
 GP-BUCB's hallucination of the pending observations. IVR's optional weights over the
-integration points (:func:`slope_weights`) are computed once per batch from the fit's mean
+integration points (:func:`sweeper.search.slope_weights.slope_weights`) are computed once per batch from the fit's mean
 on the finished results; the variance they weight is still conditioned exactly.
 
 References:
@@ -225,7 +225,7 @@ def integrated_variance_reduction(
     estimate over ``X_mc`` of ``int [var_n(u) - var_{n+x}(u)] du`` on the unit cube, where
     ``cov_n`` is the posterior covariance given noisy observations at ``X_cond``
     (standardised scale). It does not depend on any ``y``. With ``weights`` (one per
-    integration point, e.g. :func:`slope_weights`) the integral is ``int w(u) [...] du``,
+    integration point, e.g. :func:`sweeper.search.slope_weights.slope_weights`) the integral is ``int w(u) [...] du``,
     the weights taken relative to their mean.
 
     Args:
@@ -393,41 +393,3 @@ def local_ivr_candidates(
         scores = np.concatenate([scores, integrated_variance_reduction(gp, X_cond, new, X_mc, weights)])
     return np.vstack(added) if added else np.zeros((0, d))
 
-
-def slope_weights(gp: GPFit, X_mc: NDArray[np.float64], strength: float, step: float = 1e-3) -> NDArray[np.float64]:
-    """Weights for IVR's integral: ``1 + strength * s(u) / mean(s)``, ``s`` the squared slope of the posterior mean.
-
-    ``s(u) = sum_c (l_c dmu/du_c)^2`` over the continuous columns of the GP's kernel terms, each
-    derivative a central difference of ``step`` (one-sided at the cube's faces) in units of the
-    column's lengthscale ``l_c``. A stationary GP's mean errs most where the map is steepest (a
-    cliff between a plateau and the rest, an edge where the function rises fast), and the fitted
-    posterior variance cannot see it: that depends on where the points are, not on what they
-    showed. Weighting the variance by the slope spends trials there (in the spirit of Lam &
-    Notz 2008's EIGF, whose criterion adds the local variation of the fit to its variance).
-    ``strength`` 0 gives equal weights, Bell et al.'s plain IVR; the mean of ``s`` normalises
-    the slope, so the weights do not depend on the metric's units. A flat mean (a constant map)
-    gives equal weights too. NOTE: docs/decisions/0062-slope-weighted-ivr.md
-
-    References:
-        Lam, C. Q., Notz, W. I. (2008). Sequential adaptive designs in computer experiments
-        for response surface model fit. Statistics and Applications 6.
-    """
-    X_mc = np.asarray(X_mc, dtype=np.float64)
-    weights = np.ones(X_mc.shape[0])
-    if strength <= 0.0 or X_mc.shape[0] == 0:
-        return weights
-    scale: dict[int, float] = {}
-    for term in gp.terms:
-        for c, ls in zip(term.columns, np.broadcast_to(term.lengthscales, (len(term.columns),)), strict=True):
-            scale[c] = min(scale.get(c, np.inf), float(ls))
-    slope = np.zeros(X_mc.shape[0])
-    for c, ls in scale.items():
-        up, down = X_mc.copy(), X_mc.copy()
-        up[:, c] = np.minimum(X_mc[:, c] + step, 1.0)
-        down[:, c] = np.maximum(X_mc[:, c] - step, 0.0)
-        derivative = (gp.predict_mean(up) - gp.predict_mean(down)) / (up[:, c] - down[:, c])
-        slope += (ls * derivative) ** 2
-    mean = float(np.mean(slope))
-    if not np.isfinite(mean) or mean <= 0.0:
-        return weights
-    return weights + strength * slope / mean

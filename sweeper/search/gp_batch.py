@@ -15,13 +15,7 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from sweeper.search.acquisition import (
-    BatchSelection,
-    local_ivr_candidates,
-    select_ivr_batch,
-    select_ucb_batch,
-    slope_weights,
-)
+from sweeper.search.acquisition import BatchSelection, local_ivr_candidates, select_ivr_batch, select_ucb_batch
 from sweeper.search.bounded import fit_bounded_gp
 from sweeper.search.design import as_generator, balance_categories, sobol_design
 from sweeper.search.ensemble import GPEnsemble
@@ -37,6 +31,7 @@ from sweeper.search.settings import (
     PolicySettings,
     Strategy,
 )
+from sweeper.search.slope_weights import slope_weights
 from sweeper.search.space import SearchSpace
 from sweeper.search.warping import MetricBounds
 

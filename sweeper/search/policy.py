@@ -32,18 +32,18 @@ With ``stop_on_bayes_factor: T``, an interaction test (additive vs shared kernel
 :mod:`sweeper.search.interaction`) runs before each batch on the results in so far, and the sweep
 ends at the first batch boundary where ``K > T`` or ``K < 1/T``.
 
-Without ``deterministic``, a batch is planned at its first ask from whatever results are
-in by then, and its points are handed out as workers free up. For ``ivr``, when results have arrived
-since the plan was made, the rest of the batch is re-planned at the next ask: the GP is
-refitted (warm-started from the previous fit's hyperparameters: that start plus the fixed
-one, ``WARM_RESTARTS``, instead of ``gp_restarts``) and the remaining points are chosen
-again, conditioned on every point asked. IVR's variance does not depend on the results, but
-its hyperparameters and its weights (the slope of the mean) do, and those fitted on the first results move a lot: a sweep whose results
-come in one at a time between asks is then designed almost sequentially, at the cost of one cheap
-refit per result. It does so only while planning takes at most ``REPLAN_SHARE`` of the time between
-plans: trials shorter than a refit keep their batches, since Tune's loop waits for the searcher.
-Every fit after the first starts warm, batch starts included. ``ucb`` keeps its batches and full
-restarts. NOTE: docs/decisions/0012-replan-ivr-batches.md
+Without ``deterministic``, a batch is planned at its first ask from whatever results are in by then,
+and its points are handed out as workers free up. For ``ivr``, when results have arrived since the
+plan was made, the rest of the batch is re-planned at the next ask: the GP is refitted (warm-started
+from the previous fit's hyperparameters: that start plus the fixed one, ``WARM_RESTARTS``, instead
+of ``gp_restarts``) and the remaining points are chosen again, conditioned on every point asked.
+IVR's variance does not depend on the results, but its hyperparameters and its weights (the slope of
+the mean) do, and those fitted on the first results move a lot: a sweep whose results come in one at
+a time between asks is then designed almost sequentially, at the cost of one cheap refit per result.
+It does so only while planning takes at most ``REPLAN_SHARE`` of the time between plans: trials
+shorter than a refit keep their batches, since Tune's loop waits for the searcher. Every fit after
+the first starts warm, batch starts included. ``ucb`` keeps its batches and full restarts.
+NOTE: docs/decisions/0012-replan-ivr-batches.md
 
 With ``deterministic=True`` the GP phase commits to whole batches of ``batch_size`` points,
 each computed only from the results of all earlier batches, so one seed yields the same

@@ -165,7 +165,7 @@ class PolicySettings:
     #: NOTE: docs/decisions/0029-gp-options-off-by-default.md
     ivr_local_search: bool = False
     #: IVR only: weight the integrated variance by ``1 + w * slope / mean slope`` of the fit's mean
-    #: (sweeper.search.acquisition.slope_weights), so trials go where a stationary GP's map errs most:
+    #: (sweeper.search.slope_weights.slope_weights), so trials go where a stationary GP's map errs most:
     #: cliffs and steep edges. 0 is Bell et al.'s plain IVR. NOTE: docs/decisions/0062-slope-weighted-ivr.md
     ivr_slope_weight: float = 2.0
     kernel: str = "matern52-ard"

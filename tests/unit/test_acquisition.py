@@ -13,11 +13,11 @@ from sweeper.search.acquisition import (
     integrated_variance_reduction,
     select_ivr_batch,
     select_ucb_batch,
-    slope_weights,
 )
 from sweeper.search.design import random_design, sobol_design
 from sweeper.search.gp import GPY_JITTER, GPFit
 from sweeper.search.gp_fit import fit_gp
+from sweeper.search.slope_weights import slope_weights
 
 
 def toy_function(X: np.ndarray) -> np.ndarray:
