@@ -33,8 +33,9 @@ What, in one run, each variant ``--repeats`` times and in alternating order:
 
 Also: the searcher's own time for ``ivr`` (``MultiversePolicy`` alone, outside Ray, with
 the same settings and N, fed results as two concurrent workers would), and a cProfile of
-one trial run in this process the way a Ray worker runs it, without Tune (``--profile``
-runs only that).
+one trial run in this process the way a Ray worker runs it, without Tune, with its CPU time
+unprofiled, user and system apart (the system part, creating the job's files, moves with the
+disk's load; ``--profile`` runs only that).
 
 **Live maps** (issue 19: at most 5 % slower with 1-second trials and batches of 8): ``ivr``
 sweeps of ``--live-trials`` 1-second trials (n_initial 8, batch_size 8) through the same
@@ -438,7 +439,10 @@ PROFILE_GROUPS = [
     ("  of which writing .hydra/*.yaml", "sweeper/run/job.py", "_save_configs"),
     ("Hydra run_job (only without the split)", "hydra/core/utils.py", "run_job"),
     ("  of which saving .hydra/*.yaml (_save_config)", "hydra/core/utils.py", "_save_config"),
-    ("configure_log (Hydra's job logging, per job)", "hydra/core/utils.py", "configure_log"),
+    ("job logging (sweeper.run.job_logging.configure_job_log, per job)", "sweeper/run/job_logging.py",
+     "configure_job_log"),
+    ("Hydra's configure_log (in run_job; in configure_job_log for a process's first job)", "hydra/core/utils.py",
+     "configure_log"),
     ("the task itself", "apps/trivial.py", "main"),
     ("capture_conditions", "sweeper/record/conditions.py", "capture_conditions"),
     ("  of which threadpoolctl scanning the loaded libraries", "threadpoolctl.py", "_load_libraries"),
@@ -470,8 +474,8 @@ def profile_trial(n: int) -> dict[str, Any]:
     tmp = tempfile.mkdtemp(prefix="bench-profile-")
     cwd = os.getcwd()
     started_ray = not ray.is_initialized()
-    if started_ray:
-        ray.init(num_cpus=1, include_dashboard=False, logging_level="WARNING")
+    if started_ray:  # "local": a Ray left running by a sweep before must not be joined (num_cpus is refused there)
+        ray.init(address="local", num_cpus=1, include_dashboard=False, logging_level="WARNING")
     try:
         os.chdir(tmp)
         with initialize_config_dir(config_dir=str(APPS / "conf"), version_base="1.3"):
@@ -487,10 +491,11 @@ def profile_trial(n: int) -> dict[str, Any]:
             first = one(0)  # the first trial also reads what is cached per process (git, packages)
             if first["sweeper_status"] != "FINISHED":
                 raise RuntimeError(f"the profiled trial failed: {first.get('sweeper_traceback')}")
-            t = time.perf_counter()
+            t, times = time.perf_counter(), os.times()
             for i in range(1, n + 1):
                 one(i)
-            plain_ms = 1e3 * (time.perf_counter() - t) / n
+            plain_ms, after = 1e3 * (time.perf_counter() - t) / n, os.times()
+            user_ms, system_ms = (1e3 * (after.user - times.user) / n, 1e3 * (after.system - times.system) / n)
             profiler = cProfile.Profile()
             profiler.enable()
             for i in range(n + 1, 2 * n + 1):
@@ -510,7 +515,8 @@ def profile_trial(n: int) -> dict[str, Any]:
     out = io.StringIO()
     pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(30)
     top = "\n".join(line for line in out.getvalue().splitlines() if line.strip())
-    return {"trials": n, "unprofiled_ms_per_trial": plain_ms, "groups": groups, "top_cumulative": top}
+    return {"trials": n, "unprofiled_ms_per_trial": plain_ms, "user_cpu_ms_per_trial": user_ms,
+            "system_cpu_ms_per_trial": system_ms, "groups": groups, "top_cumulative": top}
 
 
 def _trial_context(hydra_context: Any, cfg: Any, task: Any) -> Any:
@@ -614,6 +620,9 @@ def profile_markdown(prof: dict[str, Any]) -> str:
     rows = [[g["part"], fmt(g["ms_per_trial"])] for g in prof["groups"]]
     table = markdown_table(["part of one trial (cProfile, cumulative)", "ms per trial"], rows)
     return (f"### Where one trial's time goes (in process, as a Ray worker runs it; {prof['trials']} trials)\n\n"
-            f"Unprofiled: {fmt(prof['unprofiled_ms_per_trial'])} ms per trial. Under cProfile (inflated, "
+            f"Unprofiled: {fmt(prof['unprofiled_ms_per_trial'])} ms per trial; CPU of this process "
+            f"{fmt(prof.get('user_cpu_ms_per_trial', float('nan')))} ms user, "
+            f"{fmt(prof.get('system_cpu_ms_per_trial', float('nan')))} ms system (the system part is mostly "
+            f"creating the job's files, and moves with the disk's load). Under cProfile (inflated, "
             f"use for shares):\n\n{table}\n\n<details><summary>top cumulative entries</summary>\n\n```\n"
             f"{prof['top_cumulative']}\n```\n</details>")

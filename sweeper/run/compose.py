@@ -23,7 +23,11 @@ and rewritten in place for each trial. Hydra's ``run_job`` copies the whole conf
 times per job (twice in ``HydraConfig.set_config``, then for the task and for the
 ``JobReturn``); :mod:`sweeper.run.job` runs the task from the two parts without them.
 :meth:`~TrialComposer.verify` allows the split only where it gives Hydra's own values,
-output directory included.
+output directory included. The rest of a trial's composition is kept short too
+(NOTE: docs/decisions/0064-per-trial-job-work.md): the task's copy comes from a pickle made once
+(:mod:`sweeper.run.config_copy`), the overrides of numbers from parses kept by key
+(:mod:`sweeper.run.override_parse`), the output directory's interpolations from parse trees kept by
+text (:mod:`sweeper.run.interpolation`).
 """
 
 from __future__ import annotations
@@ -31,13 +35,18 @@ from __future__ import annotations
 import copy
 import os
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 from hydra._internal.config_loader_impl import ConfigLoaderImpl, get_overrides_dirname
 from hydra.core.override_parser.overrides_parser import OverridesParser
 from hydra.types import HydraContext
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
+
+from sweeper.run.config_copy import ConfigCopier
+from sweeper.run.interpolation import value_of
+from sweeper.run.job_yaml import Path, TrialTexts
+from sweeper.run.override_parse import OverrideReader
 
 
 class TrialComposer:
@@ -59,9 +68,16 @@ class TrialComposer:
         self._base: DictConfig | None = None
         self._parts: _SplitBase | None = None
         self._composed: DictConfig | None = None  # compose_full([]), composed once per process
+        self._overrides: OverrideReader | None = None  # parses the trials' overrides, once per process
 
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_base": None, "_parts": None, "_composed": None}  # each process composes its own
+    def __getstate__(self) -> dict[str, Any]:  # each process composes its own
+        return {**self.__dict__, "_base": None, "_parts": None, "_composed": None, "_overrides": None}
+
+    def _reader(self) -> OverrideReader:
+        if getattr(self, "_overrides", None) is None:  # (a composer pickled before it had one)
+            self._overrides = OverrideReader()
+        assert self._overrides is not None
+        return self._overrides
 
     def compose_full(self, dim_overrides: Sequence[str]) -> DictConfig:
         """Hydra's own path: the whole defaults tree, composed anew."""
@@ -76,12 +92,12 @@ class TrialComposer:
         if self._base is None:
             self._base = self._composed_base()
         cfg = copy.deepcopy(self._base)
-        parsed = OverridesParser.create().parse_overrides(list(dim_overrides))
+        parsed = self._reader().parse(dim_overrides)
         ConfigLoaderImpl._apply_overrides_to_config(parsed, cfg)  # noqa: SLF001 - no public call; test_compose.py
         with open_dict(cfg.hydra):
             cfg.hydra.overrides.task.extend([o.input_line for o in parsed])
             cfg.hydra.job.override_dirname = _override_dirname(
-                cfg.hydra, OverridesParser.create().parse_overrides([*self.fixed_overrides, *dim_overrides]))
+                cfg.hydra, self._reader().parse([*self.fixed_overrides, *dim_overrides]))
         OmegaConf.copy_cache(from_config=self.master_config, to_config=cfg)
         return cfg
 
@@ -100,24 +116,25 @@ class TrialComposer:
             self._parts = _SplitBase.of(copy.deepcopy(self._composed_base()), self.fixed_overrides)
             OmegaConf.copy_cache(from_config=self.master_config, to_config=self._parts.hydra)
         parts = self._parts
-        task_cfg = copy.deepcopy(parts.task)
-        parsed = OverridesParser.create().parse_overrides(list(dim_overrides))
+        task_cfg = parts.task_copier.copy()
+        parsed = self._reader().parse(dim_overrides)
         ConfigLoaderImpl._apply_overrides_to_config(parsed, task_cfg)  # noqa: SLF001 - no public call; test_compose.py
         OmegaConf.copy_cache(from_config=self.master_config, to_config=task_cfg)
         hydra, tree = parts.hydra.hydra, parts.hydra_tree["hydra"]
-        changes = {
-            ("overrides", "task"): [*parts.task_overrides, *(o.input_line for o in parsed)],
-            ("job", "override_dirname"): _override_dirname(hydra, [*parts.fixed_parsed, *parsed]),
-            ("job", "id"): f"{hydra.job.name}_{index}",
-            ("job", "num"): index,
-        }
+        values = (
+            [*parts.task_overrides, *(o.input_line for o in parsed)],
+            _override_dirname(hydra, [*parts.fixed_parsed, *parsed]),
+            f"{hydra.job.name}_{index}",
+            index,
+        )
         with read_write(hydra), open_dict(hydra):
-            for (block, key), value in changes.items():
+            for (block, key), value in zip(_REWRITTEN[:-1], values, strict=True):
                 hydra[block][key] = value
                 tree[block][key] = value
-            output_dir = os.path.abspath(os.path.join(str(hydra.sweep.dir), str(hydra.sweep.subdir)))
+            sweep = hydra.sweep  # its dir and subdir (${hydra.job.num}) are interpolations: parsed once
+            output_dir = os.path.abspath(os.path.join(str(value_of(sweep, "dir")), str(value_of(sweep, "subdir"))))
             hydra.runtime.output_dir = tree["runtime"]["output_dir"] = output_dir
-        return TrialParts(task_cfg, parts.hydra, output_dir, parts.hydra_tree)
+        return TrialParts(task_cfg, parts.hydra, output_dir, parts.hydra_tree, _changed_keys(parsed), parts.texts)
 
     def _composed_base(self) -> DictConfig:
         """The config without the trial's overrides, Hydra's full path, composed once in this process
@@ -171,6 +188,11 @@ class TrialComposer:
         return output_dir == expected_dir and got == expected
 
 
+#: The hydra node's leaves :meth:`TrialComposer.split` rewrites for each trial, as (block, key) of ``hydra``.
+_REWRITTEN = (("overrides", "task"), ("job", "override_dirname"), ("job", "id"), ("job", "num"),
+              ("runtime", "output_dir"))
+
+
 @dataclass(frozen=True)
 class TrialParts:
     """One trial's config as :func:`sweeper.run.job.run_split_job` takes it (see :meth:`TrialComposer.split`)."""
@@ -179,17 +201,24 @@ class TrialParts:
     hydra: DictConfig
     output_dir: str
     hydra_tree: dict[str, Any]
+    #: The task config's key paths the trial's overrides set (None: any key may differ from the base's).
+    task_changed: tuple[Path, ...] | None = None
+    #: The writer of the trials' ``.hydra/*.yaml``, one per split base: it keeps the text the trials share.
+    texts: TrialTexts = field(default_factory=TrialTexts)
+    #: The paths of ``hydra_tree`` that differ between trials.
+    hydra_changed: tuple[Path, ...] = tuple(("hydra", *leaf) for leaf in _REWRITTEN)
 
 
 @dataclass(frozen=True)
 class _SplitBase:
-    """A process's base config in two parts: the task's, and ``{"hydra": ...}`` with its plain mirror."""
+    """A process's base config in two parts: the task's (to copy), and ``{"hydra": ...}`` with its plain mirror."""
 
-    task: DictConfig
     hydra: DictConfig
     hydra_tree: dict[str, Any]
     task_overrides: tuple[str, ...]  # hydra.overrides.task of the base: the fixed overrides
     fixed_parsed: tuple[Any, ...]  # the fixed overrides, parsed
+    task_copier: ConfigCopier  # fresh copies of the task's part (sweeper.run.config_copy)
+    texts: TrialTexts  # the trials' .hydra/*.yaml, with the text they share kept
 
     @classmethod
     def of(cls, base: DictConfig, fixed_overrides: Sequence[str]) -> _SplitBase:
@@ -200,8 +229,20 @@ class _SplitBase:
             del task["hydra"]
         tree = OmegaConf.to_container(hydra, resolve=False, enum_to_str=True)
         assert isinstance(tree, dict)
-        return cls(task, hydra, cast(dict[str, Any], tree), tuple(hydra.hydra.overrides.task),
-                   tuple(OverridesParser.create().parse_overrides(list(fixed_overrides))))
+        return cls(hydra, cast(dict[str, Any], tree), tuple(hydra.hydra.overrides.task),
+                   tuple(OverridesParser.create().parse_overrides(list(fixed_overrides))), ConfigCopier(task),
+                   TrialTexts())
+
+
+def _changed_keys(parsed: Sequence[Any]) -> tuple[Path, ...] | None:
+    """The task config's key paths that ``parsed`` (overrides) set; None if one names a package or group."""
+    paths = []
+    for override in parsed:
+        key = override.key_or_group
+        if override.package is not None or "/" in key or not key:
+            return None
+        paths.append(tuple(key.split(".")))
+    return tuple(paths)
 
 
 def _override_dirname(hydra: DictConfig, all_task: Sequence[Any]) -> str:

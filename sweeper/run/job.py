@@ -8,7 +8,9 @@ does the same steps, in the same order, with the same observable results (``Hydr
 during the task, working directory, job logging, ``.hydra/config.yaml``, ``hydra.yaml`` and
 ``overrides.yaml`` byte for byte, ``hydra.job.env_set``, the ``JobReturn``), from the task
 config and the process's one hydra config that :meth:`sweeper.run.compose.TrialComposer.split`
-gives, and writes the YAML files with libyaml's emitter where PyYAML has it.
+gives. The YAML files' text is kept between trials where it does not change
+(:mod:`sweeper.run.job_yaml`), and the job's logging is built directly where only its log file is
+new (:mod:`sweeper.run.job_logging`; NOTE: docs/decisions/0064-per-trial-job-work.md).
 
 Hydra callbacks (``hydra.callbacks``) receive the whole config, so a sweep that has any
 runs every trial through Hydra's own ``run_job`` (see :func:`usable`).
@@ -21,35 +23,14 @@ import os
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import yaml
 from hydra import version
 from hydra.core.hydra_config import HydraConfig
-from hydra.core.utils import JobReturn, JobRuntime, JobStatus, _flush_loggers, configure_log, env_override
+from hydra.core.utils import JobReturn, JobRuntime, JobStatus, _flush_loggers, env_override
 from hydra.types import HydraContext, TaskFunction
-from omegaconf import OmegaConf
-from omegaconf._utils import get_omega_conf_dumper
 
 from sweeper.run.compose import TrialParts
-
-_PyDumper = get_omega_conf_dumper()
-
-
-class _FastDumper(getattr(yaml, "CDumper", yaml.Dumper)):  # type: ignore[misc]  # a base chosen at import time
-    """OmegaConf's YAML dumper (strings that read as bools or numbers are quoted) on libyaml's emitter."""
-
-
-_FastDumper.add_representer(str, _PyDumper.str_representer)
-
-
-def to_yaml(cfg: Any) -> str:
-    """``OmegaConf.to_yaml(cfg)``, the same text, through libyaml where available."""
-    return _dump(OmegaConf.to_container(cfg, resolve=False, enum_to_str=True))
-
-
-def _dump(container: Any) -> str:
-    return yaml.dump(container, default_flow_style=False, allow_unicode=True, sort_keys=False, Dumper=_FastDumper)
+from sweeper.run.job_logging import configure_job_log
 
 
 def usable(hydra_context: HydraContext) -> bool:
@@ -85,7 +66,7 @@ def run_split_job(task_function: TaskFunction, trial: TrialParts) -> JobReturn:
             ret.working_dir = output_dir
         else:
             ret.working_dir = os.getcwd()
-        configure_log(hydra.job_logging, hydra.verbose)
+        configure_job_log(hydra.job_logging, hydra.verbose)
         if hydra.output_subdir is not None:
             _save_configs(Path(output_dir) / str(hydra.output_subdir), trial)
         with env_override(hydra.job.env_set):
@@ -107,9 +88,7 @@ def run_split_job(task_function: TaskFunction, trial: TrialParts) -> JobReturn:
 def _save_configs(directory: Path, trial: TrialParts) -> None:
     """``.hydra/config.yaml``, ``hydra.yaml`` and ``overrides.yaml``, as ``run_job`` writes them."""
     directory.mkdir(parents=True, exist_ok=True)
-    texts = {"config.yaml": to_yaml(trial.task), "hydra.yaml": _dump(trial.hydra_tree),
-             "overrides.yaml": _dump(trial.hydra_tree["hydra"]["overrides"]["task"])}
-    for name, text in texts.items():
+    for name, text in trial.texts.of(trial).items():
         with open(directory / name, "w", encoding="utf-8") as file:
             file.write(text)
 

@@ -88,10 +88,12 @@ def test_composer_pickles_without_its_cached_base(toy_context) -> None:
 
 # ---------------------------------------------------------------------- the split job (sweeper.run.job)
 def _observing_task(seen: dict):
-    """A task recording what it sees: its config, HydraConfig, cwd, an env_set variable."""
+    """A task recording what it sees: its config, HydraConfig, cwd, an env_set variable; it logs a line."""
+    import logging
     import os
 
     def task(cfg: DictConfig) -> float:
+        logging.getLogger("observing_task").info("task of job %s, x=%s", HydraConfig.get().job.num, cfg.x)
         seen["cfg"] = OmegaConf.to_container(cfg, resolve=True)
         seen["hydra"] = OmegaConf.to_container(HydraConfig.get(), resolve=True)
         seen["cwd"] = os.getcwd()
@@ -107,6 +109,26 @@ def _files(directory: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((directory / ".hydra").iterdir())}
 
 
+def _job_log(directory: Path) -> str:
+    """The job's log file (hydra/job_logging's default: <output_dir>/<job name>.log), its times left out; removed."""
+    import re
+
+    (log,) = directory.glob("*.log")
+    text = re.sub(r"^\[[0-9-]+ [0-9:,]+\]", "[TIME]", log.read_text(), flags=re.MULTILINE)
+    log.unlink()
+    return text
+
+
+def _logging_now() -> list[tuple]:
+    """The root logger's level and handlers, as Hydra's job logging leaves them."""
+    import logging
+
+    root = logging.getLogger()
+    return [(root.level,)] + [(type(h), h.name, h.level, h.formatter._fmt if h.formatter else None,
+                               getattr(h, "baseFilename", None), getattr(h, "stream", None) is not None)
+                              for h in root.handlers]
+
+
 @pytest.mark.parametrize("chdir", [False, True])
 def test_split_job_gives_what_hydra_run_job_gives(tmp_path: Path, chdir: bool) -> None:
     """Files byte for byte, HydraConfig in the task, cwd, env_set, the JobReturn: as run_job."""
@@ -119,15 +141,19 @@ def test_split_job_gives_what_hydra_run_job_gives(tmp_path: Path, chdir: bool) -
 
     overrides = [f"hydra.sweep.dir={tmp_path}", f"hydra.job.chdir={chdir}", "+hydra.job.env_set.SPLIT_JOB_PROBE=on",
                  "hydra.sweep.subdir=${hydra.job.num}_${hydra.job.override_dirname}"]
+    # A string YAML folds over lines, double-quoted (a tab), where libyaml and PyYAML break them differently: in the
+    # task config and the overrides (kept text, and text written for each trial).
+    note = "+note='" + "a long line of words:\tyes, " * 6 + "'"
     with initialize_config_dir(config_dir=str(TOY_APP.parent / "conf"), version_base="1.3"):
         loader = GlobalHydra.instance().config_loader()
         master = loader.load_configuration("toy", overrides=overrides, run_mode=RunMode.MULTIRUN)
         HydraConfig.instance().set_config(master)
         ctx = HydraContext(config_loader=loader, callbacks=Callbacks(master))
-        composer = TrialComposer(ctx, master, ["model=large"])
+        composer = TrialComposer(ctx, master, ["model=large", note])
         assert composer.verify(["x=0.5", "y=0.5"]) and composer.split_ok and usable(ctx)
         cwd = os.getcwd()
-        for index, dims in enumerate((["x=0.1", "y=0.9"], ["x=0.75", "y=0.25"]), start=3):
+        trials = (["x=0.1", "y=0.9"], ["x=0.75", "y=0.25"], ["x=1e-05", "y=0.30000000000000004"])
+        for index, dims in enumerate(trials, start=3):
             cfg = composer.compose(dims)
             with open_dict(cfg):
                 cfg.hydra.job.id, cfg.hydra.job.num = f"{cfg.hydra.job.name}_{index}", index
@@ -135,7 +161,7 @@ def test_split_job_gives_what_hydra_run_job_gives(tmp_path: Path, chdir: bool) -
             hydra_ret = run_job(task_function=_observing_task(hydra_seen), config=cfg, job_dir_key="hydra.sweep.dir",
                                 job_subdir_key="hydra.sweep.subdir", hydra_context=ctx)
             job_dir = Path(hydra_ret.hydra_cfg.hydra.runtime.output_dir)
-            hydra_files = _files(job_dir)
+            hydra_files, hydra_log, hydra_logging = _files(job_dir), _job_log(job_dir), _logging_now()
             for p in (job_dir / ".hydra").iterdir():
                 p.unlink()
 
@@ -146,6 +172,8 @@ def test_split_job_gives_what_hydra_run_job_gives(tmp_path: Path, chdir: bool) -
 
             assert output_dir == str(job_dir) and job_dir.name.startswith(f"{index}_")
             assert _files(job_dir) == hydra_files  # config.yaml, hydra.yaml, overrides.yaml
+            assert _logging_now() == hydra_logging  # index 4 on: sweeper.run.job_logging's direct path
+            assert _job_log(job_dir) == hydra_log and f"task of job {index}, x=" in hydra_log
             hydra_seen["hydra"]["runtime"].pop("cwd"), split_seen["hydra"]["runtime"].pop("cwd")
             assert split_seen == hydra_seen
             assert split_seen["cfg"]["x"] == float(dims[0].split("=")[1]) and split_seen["env"] == "on"
