@@ -39,3 +39,34 @@ def test_slope_weights_draw_the_demo_map_better_than_plain_ivr_and_sobol(errors)
     # Measured: 0.300 against plain IVR's 0.311 and Sobol's 0.345 (the same points every run: seeded).
     assert errors["slope-weighted"] < errors["plain"], errors
     assert errors["slope-weighted"] < 0.9 * errors["sobol"], errors
+
+
+def test_the_searcher_beats_sobol_on_a_held_out_map() -> None:
+    # bench/ml_maps.py's krr map (a test R^2 with no lower bound) was made after the searcher's settings were
+    # chosen (bench.ml_maps.HELD_OUT). Measured on seed 0 at n = 30: 0.21 against Sobol's 0.46 (five seeds: 0.235
+    # against 0.487); plain IVR's points would be scored the same way.
+    f, _ = efficiency.objective("krr")
+    X_test, truth = efficiency.test_set("krr")
+    space = efficiency.search_space("krr")
+    errors = {}
+    for strategy in ("ours", "sobol"):
+        X = efficiency.policy_points(strategy, space, 0, 30, f, {})
+        errors[strategy] = efficiency.normalised_errors(efficiency.shared_surrogate_mean(X, f(X), X_test), truth)[0]
+    assert errors["ours"] < 0.7 * errors["sobol"], errors
+
+
+def test_the_oracle_scores_a_candidate_by_the_fit_it_would_give() -> None:
+    """The oracle's rank-one update equals the yardstick's posterior with the point added, hyperparameters held."""
+    from sweeper.search.gp import GPFit
+    from sweeper.search.gp_fit import fit_gp
+
+    f, d = efficiency.objective(MAP)
+    X_test, _ = efficiency.test_set(MAP)
+    X = efficiency.initial_design(d, 0, 16)
+    gp = fit_gp(X, f(X), seed=0, n_restarts=3)
+    cand = np.random.default_rng(1).uniform(size=(5, d))
+    means = efficiency.means_with_one_more(gp, X_test, cand, f(cand))
+    for j in range(cand.shape[0]):
+        grown = GPFit(gp.terms, gp.noise_variance, gp.y_mean, gp.y_std, gp.log_likelihood,
+                      np.vstack([X, cand[j]]), np.append(f(X), f(cand[j:j + 1])), gp.kernel_name)
+        np.testing.assert_allclose(means[:, j], grown.predict_mean(X_test), rtol=1e-8, atol=1e-8)

@@ -10,7 +10,7 @@ import pytest
 from bench.ml_maps import MAPS, load_grid
 
 
-@pytest.mark.parametrize("name", ["svm", "wine"])
+@pytest.mark.parametrize("name", ["svm", "wine", "mlp", "krr"])
 def test_a_grid_holds_its_task_s_values(name: str) -> None:
     m = MAPS[name]
     values, axes = load_grid(name)
