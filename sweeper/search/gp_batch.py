@@ -115,6 +115,8 @@ class IVRBatch(GPBatchStep):
     It chooses with the fit on the raw scale even for a bounded metric: IVR's choice needs no
     prediction inside the bounds, and a bounded model (:func:`bounded_tagger`) tags the chosen
     points. NOTE: docs/decisions/0013-ivr-chooses-on-the-raw-scale.md
+    Not with the tagger's hyperparameter mixture either: it chose worse points on every real map.
+    NOTE: docs/decisions/0065-ivr-keeps-the-single-raw-fit.md
     """
 
     phase = Strategy.IVR.value
