@@ -3,8 +3,9 @@
 Free of Ray (the worker imports it through :mod:`sweeper.run.trial`); the driver's side of the
 time limit is :mod:`sweeper.run.fault_guard`.
 
-A trial over ``hydra.sweeper.trial_timeout_s`` is stopped in three layers, each a backstop
-for the one before:
+A trial whose task runs past ``hydra.sweeper.trial_timeout_s`` (counted from the task's call,
+after the worker composed its config: ``sweeper.run.trial._within_time_limit``) is stopped in
+three layers, each a backstop for the one before:
 
 1. **Python code** (a loop, a slow pure-Python step): the task runs in a thread of its
    own; at the limit :func:`call_with_time_limit` raises :class:`TrialTimeout` in that
@@ -19,7 +20,8 @@ for the one before:
 3. **Native code holding the GIL** (a C extension that never lets go): no thread of the
    worker runs Python any more. The driver, which knows when each trial started, kills
    the worker :func:`driver_margin_s` after the worker should have reported (see
-   :class:`sweeper.run.fault_guard.FaultGuard`).
+   :class:`sweeper.run.fault_guard.FaultGuard`); it counts from the trial's start, so the
+   margin also covers the composing before the task's call.
 
 In every layer the trial is recorded as TIMEOUT (an MLflow run FAILED, tagged
 ``sweeper.status=TIMEOUT``), counts as a failed point for the searcher and the failure

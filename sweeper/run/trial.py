@@ -11,8 +11,9 @@ returns one result dict. Exceptions and unusable metrics never escape: they beco
 result with the reason (a ``MemoryError`` says "out of memory"), so the driver records them and
 the sweep goes on. What the job prints goes to its Hydra job's log file too, and a failed trial's
 traceback is written there (:mod:`sweeper.run.job_output`, :func:`_job_files`). With
-``trial_timeout_s`` the task runs in a thread of its own and a trial over the limit ends TIMEOUT
-(:mod:`sweeper.run.faults`); one stuck in native code ends its worker process after reporting.
+``trial_timeout_s`` the task runs in a thread of its own and a task over the limit (counted from its
+call, not from the composing before it) ends TIMEOUT (:mod:`sweeper.run.faults`); one stuck in
+native code ends its worker process after reporting.
 Infrastructure faults (a dead worker) still surface as Tune errors, which Tune may retry.
 """
 
@@ -226,13 +227,11 @@ def _run_and_judge(ctx: TrialContext, params: dict[str, Any], index: int, result
     job: JobReturn | None = None
     in_force: EnvironmentInForce | None = None
     try:
-        def run() -> tuple[JobReturn, EnvironmentInForce | None]:
-            with reporting_to(_report_step), storing_in(TuneCheckpoints()), in_launch_dir(ctx.launch_dir):
-                return _run_job(ctx, ctx.space.dim_overrides(params), index, output.task(ctx.task_function))
-
-        limit = ctx.trial_timeout_s
-        job, in_force = run() if limit is None else call_with_time_limit(run, limit)
+        task = _within_time_limit(output.task(ctx.task_function), ctx.trial_timeout_s)
+        with reporting_to(_report_step), storing_in(TuneCheckpoints()), in_launch_dir(ctx.launch_dir):
+            job, in_force = _run_job(ctx, ctx.space.dim_overrides(params), index, task)
         result.config = _flat_task_config(job)
+        # Hydra's job runner keeps the task's exception (a TimeLimitExceeded too) as its return value: raised here.
         metrics = metrics_from_return(job.return_value, ctx.metric, ctx.metric_bounds)
         result.value, result.status, result.metrics = metrics[ctx.metric], "FINISHED", metrics
     except TimeLimitExceeded as exc:
@@ -249,9 +248,25 @@ def _run_and_judge(ctx: TrialContext, params: dict[str, Any], index: int, result
     return job, in_force
 
 
+def _within_time_limit(task: Callable[..., Any], limit_s: float | None) -> Callable[..., Any]:
+    """``task`` under the trial's time limit, counted from the task's call.
+
+    The limit is the task's: composing the trial's config and making its job folder (the
+    sweeper's work, seconds in a fresh worker on a loaded machine) are not counted against it,
+    and a timed-out trial still has its folder, its log and its configuration recorded.
+    """
+    if limit_s is None:
+        return task
+
+    def within_limit(*args: Any, **kwargs: Any) -> Any:
+        return call_with_time_limit(lambda: task(*args, **kwargs), limit_s)
+
+    return within_limit
+
+
 def _job_files(job: JobReturn, index: int, result: TrialResult | Mapping[str, Any]) -> dict[str, str]:
-    """Where the trial's Hydra job left its files (``JOB_DIR_KEY``, ``JOB_LOG_KEY``); a failed trial's error and
-    traceback go to its log.
+    """Where the trial's Hydra job left its files (``JOB_DIR_KEY``, ``JOB_LOG_KEY``); a failed or timed-out
+    trial's error and traceback go to its log.
 
     Hydra's job logging (``hydra/job_logging``, by default ``<output_dir>/<job name>.log``) still
     holds the root logger when the job returns; the task's exception, which Hydra does not log,
@@ -268,9 +283,10 @@ def _job_files(job: JobReturn, index: int, result: TrialResult | Mapping[str, An
     if not handlers:
         return files
     files[JOB_LOG_KEY] = handlers[0].baseFilename
-    if trial.status == "FAILED" and trial.error:
-        record = log.makeRecord(log.name, logging.ERROR, __file__, 0, "trial #%d failed: %s\n%s",
-                                (index, trial.error, trial.traceback or ""), None)
+    if trial.status in ("FAILED", TIMEOUT_STATUS) and trial.error:
+        ended = "failed" if trial.status == "FAILED" else "timed out"
+        record = log.makeRecord(log.name, logging.ERROR, __file__, 0, "trial #%d %s: %s\n%s",
+                                (index, ended, trial.error, trial.traceback or ""), None)
         for handler in handlers:
             handler.handle(record)
             handler.flush()

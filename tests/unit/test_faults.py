@@ -37,6 +37,19 @@ def test_the_call_sees_the_callers_context_variables() -> None:
     assert call_with_time_limit(VAR.get, 5.0) == "caller's"
 
 
+def test_a_trials_limit_counts_from_its_tasks_call_and_passes_the_tasks_arguments() -> None:
+    """What precedes the call (the sweeper composing the trial's config) is not the task's time."""
+    from sweeper.run.trial import _within_time_limit
+
+    task = _within_time_limit(lambda cfg, scale=1: (time.sleep(0.2), cfg * scale)[1], 0.5)
+    time.sleep(0.6)  # longer than the limit, before the call
+    assert task(21, scale=2) == 42
+    with pytest.raises(TimeLimitExceeded):
+        _within_time_limit(lambda: time.sleep(1.5), 0.3)()
+    untimed = lambda: "no limit"  # noqa: E731 - the task itself is returned without one
+    assert _within_time_limit(untimed, None) is untimed
+
+
 def test_python_code_is_interrupted_at_the_limit_and_unwinds() -> None:
     cleaned = threading.Event()
 
