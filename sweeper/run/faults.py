@@ -82,8 +82,13 @@ def grace_s(limit_s: float) -> float:
 
 
 def driver_margin_s(limit_s: float) -> float:
-    """How long past ``limit_s + grace_s`` the driver waits for a worker's report before killing it."""
-    return min(60.0, max(5.0, 0.1 * limit_s))
+    """How long past ``limit_s + grace_s`` the driver waits for a worker's report before killing it.
+
+    At least 10 s: the driver counts from the trial's start, and a fresh worker's first trial, an instant
+    one, once took over 10 s from there to its report on an overloaded machine (three test processes on
+    two cores); with a 5 s floor that trial was killed as stuck.
+    """
+    return min(60.0, max(10.0, 0.1 * limit_s))
 
 
 def timeout_message(limit_s: float, elapsed_s: float, stuck: bool, location: str) -> str:

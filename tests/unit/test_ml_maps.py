@@ -18,7 +18,9 @@ def test_a_grid_holds_its_task_s_values(name: str) -> None:
     for k in np.random.default_rng(0).choice(len(nodes), size=4, replace=False):
         index = nodes[k]
         u = np.array([a[i] for a, i in zip(axes, index, strict=True)])
-        assert values[index] == m.score(m.space.from_unit(u[None, :])[0]), index
+        # Equal to the last bits but for BLAS's order of sums, which follows its thread count (krr's solve
+        # differed by 3e-14 under pytest-xdist): far below any difference between two nodes of a grid.
+        assert values[index] == pytest.approx(m.score(m.space.from_unit(u[None, :])[0]), rel=1e-9, abs=1e-12), index
 
 
 def test_the_wine_map_s_optimum_sits_on_the_bound() -> None:
