@@ -189,8 +189,12 @@ def shipped_code(working_dir: str | None, code_dir: str | None) -> dict[str, str
 
 
 #: Untracked paths that are the sweeper's, Hydra's and MLflow's own outputs, matched against each path component:
-#: a sweep writes them before its trials record the code, so they never make the tree dirty.
-TOOL_OUTPUTS = ("multirun", "outputs", "mlruns", "mlruns.db*", "mlartifacts", "report-*", "multiverse-*")
+#: a sweep writes them before its trials record the code, so they never make the tree dirty. ``__pycache__`` is
+#: Python's: a worker importing the task script writes the script's bytecode there (unless PYTHONDONTWRITEBYTECODE
+#: is set) before the trial records the code, and a clean checkout was recorded clean by the sweep's run and
+#: dirty, ``__pycache__/`` untracked, by its trials.
+TOOL_OUTPUTS = ("multirun", "outputs", "mlruns", "mlruns.db*", "mlartifacts", "report-*", "multiverse-*",
+                "__pycache__")
 #: How many untracked paths ``git.untracked`` names; ``git.untracked_count`` counts them all.
 UNTRACKED_SHOWN = 20
 

@@ -40,7 +40,7 @@ def git_repo(root: Path, committed: dict[str, str], untracked: dict[str, str]) -
 
 def test_an_untracked_script_makes_the_checkout_dirty_and_is_listed(tmp_path: Path) -> None:
     repo = git_repo(tmp_path, {"conf/app.yaml": "x: 1\n"}, {"app.py": "print(1)\n", "multirun/a/b.yaml": "",
-                                                            "mlruns.db": ""})
+                                                            "mlruns.db": "", "__pycache__/app.cpython-311.pyc": ""})
     state = _git_state(str(repo / "conf"))
     assert state["git.dirty"] == "true"
     assert state["git.untracked"] == "app.py" and state["git.untracked_count"] == "1"  # the sweep's outputs are not
@@ -56,7 +56,8 @@ def test_a_clean_checkout_is_clean_and_a_changed_file_is_hashed(tmp_path: Path) 
 
 
 def test_porcelain_parsing_skips_rename_sources_and_tool_outputs() -> None:
-    status = "R  new.py\0old.py\0 M a.py\0?? b.py\0?? sub/multirun/\0?? report-toy/\0?? dir/\0!! ignored\0"
+    status = ("R  new.py\0old.py\0 M a.py\0?? b.py\0?? sub/multirun/\0?? report-toy/\0?? dir/\0!! ignored\0"
+              "?? __pycache__/\0?? pkg/__pycache__/\0")
     assert parse_porcelain(status) == (["new.py", "a.py"], ["b.py", "dir/"])
 
 
