@@ -7,6 +7,15 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 PIP_VERSION := 26.3
 
+# Each Python process these recipes start (and what those start: sweeps, Ray workers, writers, the
+# sweeper commands of the tests, thousands in make test) writes the bytecode of a module it is the first
+# to import, in .venv and in __pycache__/ beside our modules (ignored by git), and later ones read it.
+# CI images set PYTHONDONTWRITEBYTECODE=1, under which each process compiled from source every module
+# not compiled before; the install compiled all 16,300 modules of .venv for them (22 s of both cores
+# here), of which make test imports 8,160 (14.5 CPU-s to compile). An empty value is Python's default.
+# NOTE: docs/decisions/0066-bytecode-on-first-import.md
+export PYTHONDONTWRITEBYTECODE :=
+
 .PHONY: install system-deps demo docs bytecode lint lint-imports test test-unit test-integration test-parallel \
 	test-serial bench lock clean
 
@@ -15,11 +24,9 @@ PIP_VERSION := 26.3
 # packages (35 s). One pip took both in turn.
 HEAVY_WHEELS := ^(torch|torchvision|triton|nvidia-[a-z0-9-]+)==
 
-# pip compiles each module it installs to bytecode on one core (~55 CPU-s here, half the install); with
-# --no-compile, compileall does the same on every core, leaving out the packages' own test suites
-# (-x: 3,500 of the 19,600 files, which nothing imports; 36 -> 30 s here). Like pip, it cannot compile
-# the few files of third-party packages that are not Python 3 (GPy's Python 2 leftovers): hence its
-# status is ignored.
+# pip compiles every module it installs to bytecode, on one core (~55 CPU-s here, half the install):
+# --no-compile. Python writes a module's bytecode the first time a process imports it instead (below).
+
 $(STAMP): requirements.lock pyproject.toml
 	$(PYTHON) -c 'import sys; assert sys.version_info[:2] == (3, 11), "Python 3.11 is required, found " + sys.version'
 	$(PYTHON) -m venv $(VENV)
@@ -30,8 +37,6 @@ $(STAMP): requirements.lock pyproject.toml
 	$(BIN)/python -m pip install --quiet --no-compile --no-deps -r $(VENV)/light.lock; light=$$?; \
 	wait $$heavy && [ $$light -eq 0 ]
 	$(BIN)/python -m pip check
-	$(BIN)/python -m compileall -q -j 0 -x '/tests?/' \
-		"$$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))')" > /dev/null || true
 	$(BIN)/python -m pip install --quiet --no-deps --no-build-isolation -e .
 	touch $(STAMP)
 
@@ -48,9 +53,9 @@ demo: $(STAMP)
 docs: $(STAMP)
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --quiet --site-dir site
 
-# The steps that use one core each run side by side: the install (pip, I/O-bound, then compileall on every
-# core) beside system-deps (apt, when PostgreSQL or Chromium is missing: 29 s here, mostly download), then
-# docs, bytecode and lint (mkdocs 4 s, mypy's first run 13 s), then the two test phases.
+# The steps that use one core each run side by side: the install (pip, I/O-bound) beside system-deps (apt,
+# when PostgreSQL or Chromium is missing: 29 s here, mostly download), then docs, bytecode and lint (mkdocs
+# 4 s, mypy's first run 13 s), then the two test phases.
 # --output-sync keeps each step's output in one block (GNU make 4; macOS's make 3.81 has no such option).
 SYNC := $(if $(filter output-sync,$(.FEATURES)),--output-sync=target)
 test:
@@ -58,11 +63,11 @@ test:
 	@$(MAKE) --no-print-directory -j3 $(SYNC) docs bytecode lint
 	@$(MAKE) --no-print-directory test-parallel test-serial
 
-# Bytecode for our own modules: where PYTHONDONTWRITEBYTECODE is set (CI images, this one) Python
-# never caches it, and each of the suite's thousands of processes (sweeps, Ray workers, writers)
-# compiled sweeper/ again. compileall writes only what changed; a stale file is recompiled as before.
+# The bytecode of what collecting the tests imports, written once before the two pytest workers start
+# (else each compiles the same modules at once), with pytest's rewritten test modules: pytest reads those
+# from __pycache__/, so each collection after this one skips rewriting their asserts (~5 CPU-s).
 bytecode: $(STAMP)
-	@$(BIN)/python -m compileall -q sweeper hydra_plugins experiments tests bench > /dev/null
+	@$(BIN)/python -m pytest --collect-only -q -p no:cacheprovider > /dev/null
 
 # pytest exits 5 when it collects no test: that is a failure here, said out loud.
 define run_pytest
