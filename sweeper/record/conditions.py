@@ -284,7 +284,7 @@ def config_files(config_dir: str | os.PathLike[str]) -> list[Path] | None:
         return None
     found: list[Path] = []
     for folder, dirs, files in os.walk(root):
-        dirs[:] = [d for d in dirs if not d.startswith((".", "__pycache__")) and not is_tool_output(d)]
+        dirs[:] = [d for d in dirs if not d.startswith(".") and not is_tool_output(d)]
         found += [Path(folder, f) for f in files if f.endswith(CONFIG_SUFFIXES) and not f.startswith(".")]
         if len(found) > MAX_CONFIG_FILES:
             return None

@@ -75,6 +75,8 @@ def test_the_config_hash_depends_on_paths_and_contents_only(tmp_path: Path) -> N
     (tmp_path / "b" / "notes.txt").write_text("not a config")  # Hydra reads YAML only
     (tmp_path / "b" / "multirun").mkdir()
     (tmp_path / "b" / "multirun" / "multirun.yaml").write_text("a sweep's output")
+    (tmp_path / "b" / "__pycache__").mkdir()  # Python's, skipped as a tool output
+    (tmp_path / "b" / "__pycache__" / "stray.yaml").write_text("not the app's")
     assert config_dir_sha256(tmp_path / "a") == config_dir_sha256(tmp_path / "b")
     assert config_dir_sha256(tmp_path / "a")[1] == 2  # type: ignore[index]  # not None: the folder exists
     (tmp_path / "b" / "model" / "small.yaml").write_text("w: 3\n")
