@@ -198,6 +198,9 @@ class RayConf:
     log_to_driver: bool = False
     max_concurrent_trials: int | None = None  # null: as many as the resources per trial allow
     max_failures: int = 0  # retries of a trial whose worker or node died (task exceptions are never retried)
+    # a finished trial's worker runs the next trial (Ray Tune's reuse_actors). Trials shorter than a new
+    # worker's start then stay on the warm workers and a node that joins later may get none: false spreads them
+    reuse_actors: bool = True
     # Ray Tune's experiment state (and trial checkpoints); null: the sweep dir on the driver.
     # On several nodes: a path every node mounts at the same place (NFS), or s3://bucket/prefix.
     storage_path: str | None = None

@@ -179,7 +179,7 @@ def _new_tuner(job: TuneJob, trainable: Any, searcher: Any, callbacks: list[Any]
             search_alg=searcher,
             num_samples=settings.num_trials,
             max_concurrent_trials=job.ray_cfg.get("max_concurrent_trials") or fitting_trials(ray, bundle),
-            reuse_actors=True,
+            reuse_actors=bool(job.ray_cfg.get("reuse_actors", True)),
             trial_dirname_creator=_trial_dirname,
         ),
         run_config=tune.RunConfig(

@@ -96,6 +96,9 @@ def cluster_sweep(cluster: RayCluster, tracking_server: MLflowServer, tmp_path_f
         f"ray.address={cluster.address}", f"mlflow.tracking_uri={tracking_server.url}",
         "ray.resources_per_trial.custom={slot: 1}",  # one trial per node at a time
         f"hydra.sweep.dir={launch / 'multirun'}", f"hydra.sweeper.num_trials={NUM_TRIALS}",
+        # The first two trials wait for each other, one on each node: else, when node_b's worker starts later
+        # than node_a's first trial ends, Tune gives node_b's trial to node_a's free worker (reuse_actors).
+        f"meet_dir={tmp_path_factory.mktemp('meet')}",
     ]
     # No PYTHONPATH: the nodes can import the task's sibling module only from the upload.
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
@@ -271,11 +274,13 @@ def test_mlflow_ui_shows_the_sweep_and_a_trials_conditions(cluster_sweep: Cluste
 def test_ray_client_address_runs_the_sweep_from_the_head_node(cluster: RayCluster, tracking_server: MLflowServer,
                                                               cluster_sweep: ClusterSweep, tmp_path) -> None:
     # Through ray://, Tune's loop runs on the head node; the sweep still ends with every record.
+    # Trials of 0.2 s are shorter than a worker's start: with ray.reuse_actors=false each trial gets a new worker
+    # on a free slot, so they spread over both nodes (with reuse, all of them may run on the first worker).
     shutil.copytree(APP_DIR, tmp_path / "app")
     cmd = [sys.executable, "app/sweep_app.py", "--multirun", f"ray.address={cluster.client_address}",
            f"mlflow.tracking_uri={tracking_server.url}", "mlflow.experiment_name=cluster-client",
            "ray.resources_per_trial.custom={slot: 1}", f"hydra.sweep.dir={tmp_path / 'multirun'}",
-           "hydra.sweeper.num_trials=4", "hydra.sweeper.n_initial=2", "hold_s=0.2"]
+           "hydra.sweeper.num_trials=4", "hydra.sweeper.n_initial=2", "hold_s=0.2", "ray.reuse_actors=false"]
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env.update(cluster.client_env)
     proc = subprocess.run(cmd, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=400)
@@ -290,6 +295,10 @@ def test_ray_client_address_runs_the_sweep_from_the_head_node(cluster: RayCluste
     children = [r for r in runs if "mlflow.parentRunId" in r.data.tags]
     assert len(children) == 4 and all(r.info.status == "FINISHED" for r in children)
     assert all(r.data.metrics["shipped"] == 1.0 for r in children)
+    tags = [trial_tags(client, r) for r in children]
+    assert len({t["sweeper.pid"] for t in tags}) == 4, "a worker ran two trials: ray.reuse_actors=false was ignored"
+    names = cluster.node_ids()
+    assert {names.get(t["sweeper.ray.node_id"]) for t in tags} == {"node_a", "node_b"}
     results = (tmp_path / "multirun" / "optimization_results.yaml").read_text()
     assert "num_finished: 4" in results, results
 
