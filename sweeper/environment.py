@@ -124,7 +124,7 @@ class EnvironmentInForce:
     Attributes:
         seed: The seed given to every generator.
         device: ``cpu`` or ``cuda``.
-        blas_threads: Threads of each BLAS/OpenMP pool, ``"<api>=<n>"`` joined by ``,``.
+        blas_threads: Each distinct ``"<api>=<n>"`` of the BLAS/OpenMP pools once (a reused worker has more copies).
         torch_threads: ``torch.get_num_threads()``.
         deterministic: ``torch.are_deterministic_algorithms_enabled()``.
         cublas_workspace: ``CUBLAS_WORKSPACE_CONFIG`` as set in the process.
@@ -238,7 +238,7 @@ def read_environment(seed: int, device: str) -> EnvironmentInForce:
     """Read the thread counts, torch flags and matmul precision now in force (torch's if it is loaded)."""
     from threadpoolctl import threadpool_info
 
-    pools = ",".join(sorted(f"{p.get('internal_api')}={p.get('num_threads')}" for p in threadpool_info()))
+    pools = ",".join(sorted({f"{p.get('internal_api')}={p.get('num_threads')}" for p in threadpool_info()}))
     torch = sys.modules.get("torch")  # not loaded: its settings wait for the task's import
     if torch is None:
         return EnvironmentInForce(seed, device, pools)

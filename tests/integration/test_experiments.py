@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from sweeper.record.shared_conditions import merged_tags, shared_from_tags
 from tests.documented import documented, run_documented
 from tests.integration.conftest import ONE_AT_A_TIME, Sweep, run_documented_sweep
 
@@ -116,6 +117,13 @@ def test_seeds_cpu_repeats_bit_identically_in_separate_trials(tmp_path: Path) ->
         if deterministic == "True":  # same seed, threads and deterministic kernels: the very same numbers
             for key in ("test_acc", "test_loss", "train_loss"):
                 assert a.data.metrics[key] == b.data.metrics[key], (seed, threads, key)
+    # One worker ran every trial: the first imported scikit-learn and SciPy (their own OpenBLAS and OpenMP) after
+    # its environment was read, the later ones had them loaded. Equal settings must still read as equal conditions.
+    parent = sweep.runs("seeds-cpu")[0]
+    shared = shared_from_tags(parent.data.tags)
+    pools = {(r.data.params["env.threads"], merged_tags(r.data.tags, shared)["sweeper.env_in_force.blas_threads"])
+             for r in children}
+    assert sorted(pools) == [("1", "openblas=1,openmp=1"), ("2", "openblas=2,openmp=2")], pools
     by_seed = {seed: cells[(seed, "1", "True")][0].data.metrics["train_loss"] for seed in ("0", "1")}
     assert by_seed["0"] != by_seed["1"]  # a different seed is a different measurement
     # Without the GP surrogate's expected-max curve (a grid is not random search, so the report draws one by

@@ -14,7 +14,7 @@ import torch
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from sweeper import environment
-from sweeper.environment import EnvironmentSettingError, EnvSettings, apply_environment, env_problems
+from sweeper.environment import EnvironmentSettingError, EnvSettings, apply_environment, env_problems, read_environment
 from sweeper.record.conditions import capture_conditions, installed_packages, measurement_record, packages_hash
 from sweeper.search.grammar import parse_specs
 
@@ -64,6 +64,19 @@ def test_threads_are_read_back_from_every_pool_and_torch(threads: int) -> None:
     assert os.environ["OMP_NUM_THREADS"] == str(threads)
     conditions = in_force.as_conditions()
     assert conditions["env_in_force.torch_threads"] == str(threads)
+
+
+def test_each_pools_thread_count_is_recorded_once_however_many_copies_are_loaded() -> None:
+    # numpy's and scipy's OpenBLAS, torch's and scikit-learn's OpenMP: a worker that ran a trial importing them
+    # holds more pools than a fresh one, and both must record the same conditions (seen on a GPU sweep).
+    import scipy.linalg  # noqa: F401 - loads SciPy's own OpenBLAS
+    import sklearn.svm  # noqa: F401 - loads scikit-learn's own OpenMP
+
+    apply_environment({"threads": 2})
+    apis = [p["internal_api"] for p in threadpool_info()]
+    assert len(apis) > len(set(apis)), apis  # the case itself: some library is loaded twice
+    in_force = read_environment(0, "cpu")
+    assert in_force.blas_threads == ",".join(sorted(f"{api}=2" for api in set(apis)))
 
 
 def test_deterministic_turns_on_every_switch_and_the_autotuner_off() -> None:
