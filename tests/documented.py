@@ -111,6 +111,10 @@ NOT_RUN_HERE: dict[str, str] = {
         "needs an NVIDIA GPU: tests/integration/test_checkpoints.py runs the same script with --device cpu --quick",
     "bash scripts/device_wheelhouse.sh": "downloads about 140 MB of Python 3.12 wheels for the lent GPU machine, "
                                          "whose image it fits; nothing here uses them",
+    "bash scripts/device_reuse_check.sh":
+        "runs on the lent GPU machine (its Python 3.12 image and the carried wheels): its sweep is the documented "
+        "seeds/cpu command, run on the CPU in tests/integration/test_experiments.py; ray.reuse_actors=false runs in "
+        "tests/integration/test_cluster.py",
     "bash scripts/device_checkpoint_check.sh --epochs 3 --kill-epochs 5 --train-images 10000":
         "runs on the lent GPU machine (its Python 3.12 image and the carried wheels): the check it runs is tested "
         "with --device cpu --quick in tests/integration/test_checkpoints.py",
