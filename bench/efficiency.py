@@ -184,6 +184,10 @@ def run(args: argparse.Namespace) -> None:
         args.seeds, args.n = 1, [10, 20]
         if args.checkpoint == CHECKPOINT:
             args.checkpoint = RESULTS_DIR / "efficiency_runs_smoke.json"
+    name = getattr(args, "results_name", None) or "efficiency" + ("_smoke" if args.smoke else "")
+    if (RESULTS_DIR / f"{name}.json").resolve() == Path(args.checkpoint).resolve():
+        raise SystemExit(f"--checkpoint {args.checkpoint} is where --results-name {name} writes its tables: the "
+                         f"tables would replace the runs. Name them apart, e.g. --results-name {name}_tables.")
     n_max = max(args.n)
     ns = sorted(set(args.n) | {n for n in N_REACH if n < n_max})
     runs = {} if args.fresh else load_checkpoint(args.checkpoint)
@@ -216,7 +220,6 @@ def run(args: argparse.Namespace) -> None:
     rows = [r for r in runs.values() if r["function"] in args.functions and r["strategy"] in args.strategies
             and r["seed"] < args.seeds and done(r["function"], r["strategy"], r["seed"])
             and not r.get("warping")]  # runs of the output-warping investigation (commit 16f456c) stay out
-    name = getattr(args, "results_name", None) or "efficiency" + ("_smoke" if args.smoke else "")
     write_results(name, efficiency_markdown(rows, args),
                   {"settings": {k: str(v) for k, v in vars(args).items()}, "runs": rows})
 

@@ -70,3 +70,16 @@ def test_the_oracle_scores_a_candidate_by_the_fit_it_would_give() -> None:
         grown = GPFit(gp.terms, gp.noise_variance, gp.y_mean, gp.y_std, gp.log_likelihood,
                       np.vstack([X, cand[j]]), np.append(f(X), f(cand[j:j + 1])), gp.kernel_name)
         np.testing.assert_allclose(means[:, j], grown.predict_mean(X_test), rtol=1e-8, atol=1e-8)
+
+
+def test_a_checkpoint_where_the_tables_go_is_refused_before_anything_runs(tmp_path, monkeypatch) -> None:
+    import argparse
+
+    monkeypatch.setattr(efficiency, "RESULTS_DIR", tmp_path)
+    parser = argparse.ArgumentParser()
+    efficiency.add_arguments(parser)
+    args = parser.parse_args(["--functions", "branin", "--strategies", "sobol", "--n", "10",
+                              "--checkpoint", str(tmp_path / "mine.json"), "--results-name", "mine"])
+    with pytest.raises(SystemExit, match="--checkpoint .*mine.json is where --results-name mine writes its tables"):
+        efficiency.run(args)
+    assert not (tmp_path / "mine.json").exists()
