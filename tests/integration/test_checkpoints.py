@@ -12,6 +12,7 @@ it had a sweep of apps/epochs.py of its own, which proved the same on a toy.
 from __future__ import annotations
 
 import collections
+import contextlib
 import os
 import signal
 import subprocess
@@ -254,8 +255,17 @@ def test_the_documented_run_without_the_sweeper_continues_after_ctrl_c(tmp_path:
                              stderr=subprocess.STDOUT, text=True,
                              env={**os.environ, "PATH": f"{VENV_BIN}{os.pathsep}{os.environ['PATH']}"},
                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+    def saved_steps() -> list[int]:
+        """The steps of the checkpoints saved so far. The run deletes older ones and writes new ones while this
+        reads: a folder whose checkpoint.json is gone or not yet whole is skipped."""
+        steps = []
+        for meta in folder.glob("checkpoint_*/checkpoint.json"):
+            with contextlib.suppress(OSError, ValueError):
+                steps.append(int(json.loads(meta.read_text())["step"]))
+        return steps
+
     deadline = time.monotonic() + 120
-    while not [m for m in folder.glob("checkpoint_*/checkpoint.json") if json.loads(m.read_text())["step"] >= 1]:
+    while not any(step >= 1 for step in saved_steps()):
         assert first.poll() is None and time.monotonic() < deadline, first.stdout.read() if first.stdout else ""
         time.sleep(0.05)
     first.send_signal(signal.SIGINT)  # Ctrl-C
