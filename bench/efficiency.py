@@ -96,6 +96,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from bench import analysis_map
 from bench.report import RESULTS_DIR, fmt, markdown_table, write_results
 from sweeper.search.space import SearchSpace
 
@@ -158,6 +159,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-bounds", action="store_true",
                         help="declare no metric bounds for the svc map (as before they existed): the policy "
                              "and ours' own map model raw accuracies")
+    parser.add_argument("--analysis-n", type=int, nargs="*", default=None, metavar="N",
+                        help="also score each run (new or saved: its points are not chosen again) by the map "
+                             "`sweeper multiverse` draws, at these n (bench/analysis_map.py; with no N: "
+                             f"{' '.join(map(str, analysis_map.ANALYSIS_N))})")
     parser.add_argument("--results-name", default=None, metavar="NAME",
                         help="write the tables to bench/results/NAME.md/.json (default efficiency, "
                              "efficiency_smoke with --smoke)")
@@ -217,9 +222,15 @@ def run(args: argparse.Namespace) -> None:
             if (result := one_run(f, s, seed, _capped(ns, s, args), _with_bounds(overrides, bounds, f),
                                   args.botorch_steps)) is not None:
                 _store(runs, result, args)
-    rows = [r for r in runs.values() if r["function"] in args.functions and r["strategy"] in args.strategies
-            and r["seed"] < args.seeds and done(r["function"], r["strategy"], r["seed"])
-            and not r.get("warping")]  # runs of the output-warping investigation (commit 16f456c) stay out
+    def selected(r: dict[str, Any]) -> bool:  # runs of the output-warping investigation (commit 16f456c) stay out
+        return (r["function"] in args.functions and r["strategy"] in args.strategies and r["seed"] < args.seeds
+                and done(r["function"], r["strategy"], r["seed"]) and not r.get("warping"))
+
+    if args.analysis_n is not None:
+        analysis_map.add_scores(runs, [k for k, r in runs.items() if selected(r)],
+                                args.analysis_n or analysis_map.ANALYSIS_N, args.jobs,
+                                functools.partial(_store, runs, args=args), _one_thread)
+    rows = [r for r in runs.values() if selected(r)]
     write_results(name, efficiency_markdown(rows, args),
                   {"settings": {k: str(v) for k, v in vars(args).items()}, "runs": rows})
 
@@ -267,8 +278,9 @@ def _store(runs: dict[str, dict[str, Any]], result: dict[str, Any], args: argpar
     tmp.replace(args.checkpoint)
     own = {n: round(v, 4) for n, v in result["own_nrmse"].items()}
     shared = {n: round(v, 4) for n, v in result["shared_nrmse"].items()}
+    analysis = {n: round(v, 4) for n, v in result.get(analysis_map.FIELD, {}).items()}
     print(f"{result['function']:9s} {result['strategy']:8s} seed {result['seed']}: {result['seconds']:.0f} s; "
-          f"shared {shared}; own {own}", flush=True)
+          f"shared {shared}; own {own}" + (f"; analysis map {analysis}" if analysis else ""), flush=True)
 
 
 # ---------------------------------------------------------------------- functions
@@ -573,18 +585,18 @@ def _stats(rows: list[dict[str, Any]], field: str, n: int) -> tuple[float, float
     return float(np.mean(vals)), float(np.std(vals, ddof=1)) if len(vals) > 1 else math.nan, len(vals)
 
 
-def trials_to_reach(rows: list[dict[str, Any]], target: float) -> str:
-    """Fewest scored n at which the mean same-surrogate error is at or below ``target``.
+def trials_to_reach(rows: list[dict[str, Any]], target: float, field: str = "shared_nrmse") -> str:
+    """Fewest scored n at which the mean error (``field``: the same surrogate's) is at or below ``target``.
 
     Only some n are scored, so a hit after a gap is a range: ``51-100`` means more than 50
-    trials and at most 100.
+    trials and at most 100, and ``≤ 30`` a hit at the first n scored.
     """
-    ns = sorted({int(n) for r in rows for n in r["shared_nrmse"]})
+    ns = sorted({int(n) for r in rows for n in r[field]})
     previous = 0
     for n in ns:
-        mean, _, k = _stats(rows, "shared_nrmse", n)
+        mean, _, k = _stats(rows, field, n)
         if k and mean <= target:
-            return str(n) if n - previous <= 5 else f"{previous + 1}-{n}"
+            return str(n) if n - previous <= 5 else f"≤ {n}" if previous == 0 else f"{previous + 1}-{n}"
         previous = n
     return f"> {previous}"
 
@@ -620,6 +632,8 @@ def efficiency_markdown(rows: list[dict[str, Any]], args: argparse.Namespace) ->
             sel = [r for r in rows if r["function"] == fn and r["strategy"] == st]
             if sel:
                 reach.append([fn, st, fmt(target), trials_to_reach(sel, target)])
+    if analysis := analysis_map.reach_markdown(rows, args.functions, args.strategies):
+        out.append(analysis)
     if reach:
         out.append("### Trials to reach Sobol's n=50 error (same surrogate)\n\nFewest n (of "
                    f"{sorted(set(ns) | set(N_REACH))}) at which the mean error is at or below Sobol's at "
