@@ -21,12 +21,15 @@ import functools
 import warnings
 from collections.abc import Callable, Iterable
 from concurrent.futures import ProcessPoolExecutor, as_completed
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from numpy.typing import NDArray
 
 from bench.report import fmt, markdown_table
+
+if TYPE_CHECKING:
+    from sweeper.search.warping import MetricBounds
 
 #: The n each run is scored at by default: a fit of the mixture costs 2-8 s at these n on one core.
 ANALYSIS_N = (30, 35, 40, 45, 50)
@@ -40,16 +43,22 @@ ROUNDING = 1e-9
 Run = dict[str, Any]
 
 
+def declared_bounds(function: str) -> MetricBounds | None:
+    """The bounds a user declares for the map's metric (:data:`bench.efficiency.BOUNDS`), or None."""
+    from bench.efficiency import BOUNDS
+    from sweeper.search.warping import MetricBounds
+
+    return MetricBounds.parse(BOUNDS[function]) if function in BOUNDS else None
+
+
 def analysis_map_mean(function: str, X: NDArray[np.float64], y: NDArray[np.float64],
                       X_test: NDArray[np.float64]) -> NDArray[np.float64]:
     """The mean of the analysis's model fitted on ``(X, y)`` at ``X_test``: ``sweeper multiverse``'s map."""
-    from bench.efficiency import BOUNDS, search_space
+    from bench.efficiency import search_space
     from sweeper.search.hyperposterior import fit_posterior
-    from sweeper.search.warping import MetricBounds
 
-    bounds = MetricBounds.parse(BOUNDS[function]) if function in BOUNDS else None
     categories = search_space(function).categories() or None
-    model = fit_posterior(X, y, seed=SEED, bounds=bounds, categories=categories)
+    model = fit_posterior(X, y, seed=SEED, bounds=declared_bounds(function), categories=categories)
     mean: NDArray[np.float64] = model.predict_mean(X_test)
     return mean
 
@@ -67,17 +76,16 @@ def score_run(run: Run, ns: list[int]) -> dict[str, float]:
     A grid's interpolated truth can pass a bound by rounding (1.0000000000000002 on hgb); such values are put
     back on the bound, which the analysis would otherwise refuse. A value further out still fails here.
     """
-    from bench.efficiency import BOUNDS, normalised_errors, objective, test_set
+    from bench.efficiency import normalised_errors, objective, test_set
 
     function = run["function"]
     f, _ = objective(function)
     X_test, truth = test_set(function)
     X = np.asarray(run["X"], dtype=np.float64)
     y = f(X)
-    declared = cast("list[float | None]", BOUNDS.get(function) or [None, None])
-    low = -np.inf if declared[0] is None else float(declared[0])
-    high = np.inf if declared[1] is None else float(declared[1])
-    y = np.where((y > high) & (y <= high + ROUNDING), high, np.where((y < low) & (y >= low - ROUNDING), low, y))
+    if (bounds := declared_bounds(function)) is not None:
+        inside = np.clip(y, bounds.low, bounds.high)
+        y = np.where(np.abs(y - inside) <= ROUNDING, inside, y)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return {str(n): normalised_errors(analysis_map_mean(function, X[:n], y[:n], X_test), truth)[0] for n in ns}
