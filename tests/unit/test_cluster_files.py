@@ -480,14 +480,18 @@ def test_sbatch_starts_head_then_workers_then_runs_the_sweep(slurm) -> None:
 
 
 def env_seen(entries) -> dict[str, tuple[str, ...]]:
-    """What RAY_AUTH_MODE and RAY_AUTH_TOKEN were in each `ray start` and in the sweep."""
-    seen, last = {}, None
+    """What RAY_AUTH_MODE and RAY_AUTH_TOKEN were in each `ray start` and in the sweep.
+
+    Each `env` line follows its own node's `ray` line; the nodes start side by side, so their lines
+    interleave, and each is paired by its node, not by the line before it.
+    """
+    seen: dict[str, tuple[str, ...]] = {}
+    last: dict[str, list[str]] = {}
     for prog, node, args in entries:
         if prog == "ray":
-            last = node if args[:1] == ["start"] else None
-        elif prog == "env" and (last is not None or node == "sweep"):
-            seen[node if node == "sweep" else last] = tuple(args)
-            last = None
+            last[node] = args
+        elif prog == "env" and (node == "sweep" or last.pop(node, [])[:1] == ["start"]):
+            seen[node] = tuple(args)
     return seen
 
 
