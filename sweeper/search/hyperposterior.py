@@ -41,7 +41,11 @@ y_max)``, ``logit(s) ~ N(3, 1.5)`` (a ceiling near the bound is the prior's medi
 the way from the best trial to it is 2 sd away). Values at the best trial sit ``eps`` below the
 ceiling. The draws of ``s`` mix a saturating map with a free one, and the curve's band carries
 that doubt. Because that posterior can have two modes, ``CHAINS`` chains run, from the fit and
-from jittered starts with the ceiling spread over its prior, and their draws are pooled.
+from jittered starts with the ceiling spread over its prior, and their draws are pooled. A
+chain stranded in a mode of negligible mass (a white-noise fit: one lengthscale at its floor,
+its draws' log posterior 12-20 nats below the other chains') would get a quarter of the
+mixture and draw a flat map, so it is sampled again from the best chain (Yao, Vehtari &
+Gelman 2022: chains that do not mix are not to be weighted equally).
 
 Without declared bounds the analysis keeps the single maximum-likelihood fit (``kept=1``):
 the priors above describe real ML maps (bounded, rough at small scales), and on a smooth
@@ -67,6 +71,8 @@ References:
     Great in High Dimensions. ICML 2024.
     Snoek, J., Swersky, K., Zemel, R., Adams, R. P. (2014). Input Warping for Bayesian
     Optimization of Non-Stationary Functions. ICML 2014.
+    Yao, Y., Vehtari, A., Gelman, A. (2022). Stacking for Non-mixing Bayesian Computations: The
+    Curse and Blessing of Multimodal Posteriors. JMLR 23(79).
 """
 
 from __future__ import annotations
@@ -105,6 +111,12 @@ MAX_SAMPLER_POINTS = 150
 BURN_IN, KEPT, THIN = 40, 64, 2
 #: Independent slice-sampling chains (their draws pooled). NOTE: docs/decisions/0009-analysis-gp-ceiling.md
 CHAINS = 4
+#: Where chains 2.. start the ceiling, in prior sds from its prior mean: one ceiling halfway from the best
+#: trial to the bound, one at 82 % of the way, one at 99 %. NOTE: docs/decisions/0068-restart-stranded-chains.md
+CEILING_STARTS = (-2.0, -1.0, 1.0)
+#: A chain whose draws' mean log posterior is this far below the best chain's is sampled again (see
+#: :func:`_restart_stranded`), after this many discarded sweeps from the best chain's last draw.
+STRANDED_NATS, RESTART_BURN_IN = 10.0, 10
 
 
 def members_for(n: int) -> int:
@@ -247,10 +259,10 @@ def sample_members(gp: GPFit, *, seed: int | Sequence[int] | np.random.Generator
         theta0 = np.clip(theta0, *_box_in_sampler_units(gp))
         if not math.isfinite(logp(theta0)):
             return (gp,)
-    draws = np.vstack([slice_sample(logp, start, rng, kept=count)
-                       for start, count in zip(_chain_starts(gp, theta0, logp, rng), _split(kept, CHAINS),
-                                               strict=True)
-                       if count > 0])
+    chains = [slice_sample(logp, start, rng, kept=count)
+              for start, count in zip(_chain_starts(gp, theta0, logp, rng), _split(kept, CHAINS), strict=True)
+              if count > 0]
+    draws = np.vstack(_restart_stranded(chains, logp, rng))
     members = []
     for theta in draws:
         terms, noise, warp, inputs = unpack(theta, gp)
@@ -261,6 +273,25 @@ def sample_members(gp: GPFit, *, seed: int | Sequence[int] | np.random.Generator
     return tuple(members)
 
 
+def _restart_stranded(chains: list[NDArray[np.float64]], logp: Callable[[NDArray[np.float64]], float],
+                      rng: np.random.Generator) -> list[NDArray[np.float64]]:
+    """The chains, each one stranded in a mode of negligible mass sampled again from the best chain's last draw.
+
+    A chain that starts in a white-noise mode (one lengthscale at the box's floor, the warp making the
+    scores look Gaussian) stays there: its draws' mean log posterior lies 12-20 nats below the other
+    chains' (within one mode, chains differ by 1-3), so that mode's mass is a millionth of theirs, yet
+    pooling chains equally would give it a quarter of the mixture and a flat map. Chains that do not mix
+    should not be weighted equally (Yao, Vehtari & Gelman 2022); a chain more than ``STRANDED_NATS``
+    below the best is replaced by a new one from the best chain's last draw (a short burn-in), so the
+    mixture keeps its size. NOTE: docs/decisions/0068-restart-stranded-chains.md
+    """
+    mean_logp = [float(np.mean([logp(theta) for theta in draws])) for draws in chains]
+    best = int(np.argmax(mean_logp))
+    return [draws if mean_logp[best] - lp <= STRANDED_NATS
+            else slice_sample(logp, chains[best][-1], rng, burn_in=RESTART_BURN_IN, kept=draws.shape[0])
+            for draws, lp in zip(chains, mean_logp, strict=True)]
+
+
 def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
@@ -268,15 +299,16 @@ def _split(total: int, parts: int) -> list[int]:
 def _chain_starts(gp: GPFit, theta0: NDArray[np.float64], logp: Callable[[NDArray[np.float64]], float],
                   rng: np.random.Generator) -> list[NDArray[np.float64]]:
     """Where the ``CHAINS`` chains start: the fit's values, then jittered copies (``N(0, 0.5)`` in
-    sampler units) with the ceiling spread over its prior, so that a posterior with two modes (a
-    ceiling near the best trial, or none) is explored by more than one chain."""
+    sampler units) with the ceiling at ``CEILING_STARTS``, so that a posterior with two modes (a
+    ceiling near the best trial, or none) is explored by more than one chain. A chain whose start
+    leads it into a mode of negligible mass is sampled again (:func:`_restart_stranded`)."""
     starts = [theta0]
     ceiling = _ceiling_index(gp)
     for k in range(1, CHAINS):
         for _ in range(20):
             start = theta0 + rng.normal(0.0, 0.5, size=theta0.size)
             if ceiling is not None:
-                start[ceiling] = CEILING_PRIOR[0] + CEILING_PRIOR[1] * (2.0 * k / (CHAINS - 1) - 1.0)
+                start[ceiling] = CEILING_PRIOR[0] + CEILING_PRIOR[1] * CEILING_STARTS[(k - 1) % len(CEILING_STARTS)]
             if math.isfinite(logp(start)):
                 break
         else:

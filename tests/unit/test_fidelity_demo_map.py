@@ -10,12 +10,17 @@ points, three batches of 8; the points of its declared bounds [0, 1], which only
 - the surrogate expected-max curve is within 0.02 of the true random-search curve at every
   n = 1..32, and the truth lies inside its 95 % band for at least 90 % of them;
 - the map's ``mean ± 1.96 sd`` holds at least 85 % of the 1,600 grid points' truth in each
-  sweep, and at most 99 % on average over the three (seed 2's holds 99.9 %: conservative,
-  the one figure of the issue this model misses on the demo map; see bench/README.md §6);
+  sweep, and at most 99 % on average over the three (92.6-94.7 %; seed 2's held 99.5 % while
+  a stranded chain of the sampler drew a flat map, :func:`test_no_chain_of_the_mixture_is_stranded_in_a_flat_map`);
 - nothing shown leaves [0, 1].
 
 The same trials under the model the analysis used before bounds (a single maximum-likelihood
 fit of the raw accuracies) miss these figures, as the issue measured.
+
+These three seeds are the issue's, not the model's best: on 15 seeds of the same sweep the band
+holds the true curve for >= 90 % of n on 11 (before and after the sampler's stranded chains were
+restarted); on the other four its lower edge sits at the best trial's score at large n, 0.0005-0.004
+above the truth (docs/decisions/0068-restart-stranded-chains.md).
 """
 
 from __future__ import annotations
@@ -135,3 +140,26 @@ def test_the_single_raw_fit_misses_the_demo_maps_truth(sweeps, truth) -> None:
         f = figures(X, y, truth, None, kept=1)
         misses.append(f["shown_max"] > 1.0 or f["curve_in_band"] < 0.9 or not 0.85 <= f["map_coverage"] <= 0.99)
     assert all(misses)
+
+
+def test_no_chain_of_the_mixture_is_stranded_in_a_flat_map(sweeps, monkeypatch) -> None:
+    """Seed 2's sweep is one where a chain of the sampler falls into a white-noise mode (one lengthscale at
+    the box's floor, 15 nats below the other chains; it drew a flat map): it is sampled again, so every
+    chain of the mixture draws the map. Without the restart the same fit keeps it, which this test checks
+    too, so the sweep still exercises the fault. NOTE: docs/decisions/0068-restart-stranded-chains.md"""
+    from sweeper.search import hyperposterior
+    from sweeper.search.hyper_vector import pack
+
+    X, y = sweeps[2]
+
+    def chains(ensemble) -> tuple[list[float], float]:
+        logp = hyperposterior._log_posterior(ensemble.point, X, y)
+        per_chain = np.array_split(np.arange(len(ensemble.members)), hyperposterior.CHAINS)
+        mean_logp = [float(np.mean([logp(pack(ensemble.members[i])) for i in rows])) for rows in per_chain]
+        return mean_logp, min(float(np.min(m.lengthscales)) for m in ensemble.members)
+
+    mean_logp, shortest = chains(hyperposterior.fit_posterior(X, y, seed=0, bounds=BOUNDS))
+    assert max(mean_logp) - min(mean_logp) <= hyperposterior.STRANDED_NATS and shortest > 0.01, mean_logp
+    monkeypatch.setattr(hyperposterior, "STRANDED_NATS", np.inf)
+    mean_logp, shortest = chains(hyperposterior.fit_posterior(X, y, seed=0, bounds=BOUNDS))
+    assert max(mean_logp) - min(mean_logp) > 10.0 and shortest < 0.01, mean_logp

@@ -12,7 +12,15 @@ from scipy.special import expit
 from sweeper.search.design import sobol_design
 from sweeper.search.ensemble import GPEnsemble
 from sweeper.search.gp import GPFit
-from sweeper.search.hyperposterior import KEPT, fit_posterior, members_for, sample_members, slice_sample
+from sweeper.search.hyperposterior import (
+    KEPT,
+    STRANDED_NATS,
+    _restart_stranded,
+    fit_posterior,
+    members_for,
+    sample_members,
+    slice_sample,
+)
 from sweeper.search.kernels import KernelTerm
 from sweeper.search.warping import MetricBounds
 
@@ -300,3 +308,20 @@ def test_a_bounded_metric_below_its_bound_gets_a_ceiling_between_the_best_trial_
     tops = np.array([m.warp.top for m in ens.members])
     assert np.all((tops > y.max()) & (tops < 1.0)) and np.ptp(tops) > 0.001
     assert np.all(ens.sample_posterior(sobol_design(200, 2, seed=4), 16, seed=0) <= tops.max())
+
+
+def test_a_chain_stranded_in_a_mode_of_negligible_mass_is_sampled_again() -> None:
+    """Two modes of a 1-d density, the second 25 nats below the first: a chain that sits in it is replaced by
+    one from the best chain's last draw, with as many draws; a chain within ``STRANDED_NATS`` is kept as it is."""
+    def logp(x: np.ndarray) -> float:
+        return float(np.logaddexp(-0.5 * ((x[0] - 0.0) / 0.3) ** 2, -25.0 - 0.5 * ((x[0] - 10.0) / 0.3) ** 2))
+
+    rng = np.random.default_rng(0)
+    main = slice_sample(logp, np.zeros(1), rng, burn_in=5, kept=16)
+    near = slice_sample(logp, np.full(1, 0.5), rng, burn_in=5, kept=16)
+    stranded = slice_sample(logp, np.full(1, 10.0), rng, burn_in=5, kept=12)  # width 1: it never steps to 0
+    assert np.all(np.abs(stranded - 10.0) < 2.0)
+    chains = _restart_stranded([main, near, stranded], logp, rng)
+    assert chains[0] is main and chains[1] is near
+    assert chains[2].shape == (12, 1) and np.all(np.abs(chains[2]) < 2.0)
+    assert STRANDED_NATS < 25.0
