@@ -128,19 +128,10 @@ def add_scores(runs: dict[str, Run], keys: list[str], ns: Iterable[int], jobs: i
 
 def reach_markdown(rows: list[Run], functions: Iterable[str], strategies: Iterable[str]) -> str:
     """Trials each strategy needs for the analysis's map to reach Sobol's n = 50 error with the same model."""
-    from bench.efficiency import _stats, trials_to_reach
+    from bench.efficiency import _stats, against_sobol, trials_to_reach
 
-    table = []
-    for fn in functions:
-        sobol = [r for r in rows if r["function"] == fn and r["strategy"] == "sobol" and FIELD in r]
-        target, _, k = _stats(sobol, FIELD, 50)
-        if not k:
-            continue
-        for st in strategies:
-            sel = [r for r in rows if r["function"] == fn and r["strategy"] == st and FIELD in r]
-            if sel:
-                at35, _, _ = _stats(sel, FIELD, 35)
-                table.append([fn, st, fmt(target), fmt(at35), trials_to_reach(sel, target, FIELD), str(len(sel))])
+    table = [[fn, st, fmt(target), fmt(_stats(sel, FIELD, 35)[0]), trials_to_reach(sel, target, FIELD), str(len(sel))]
+             for fn, st, target, sel in against_sobol(rows, functions, strategies, FIELD)]
     if not table:
         return ""
     return ("### Trials to reach Sobol's n=50 error, the analysis's map\n\nEach design scored by the model "

@@ -88,7 +88,7 @@ import math
 import os
 import time
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 from typing import Any
@@ -585,6 +585,20 @@ def _stats(rows: list[dict[str, Any]], field: str, n: int) -> tuple[float, float
     return float(np.mean(vals)), float(np.std(vals, ddof=1)) if len(vals) > 1 else math.nan, len(vals)
 
 
+def against_sobol(rows: list[dict[str, Any]], functions: Iterable[str], strategies: Iterable[str],
+                  field: str = "shared_nrmse") -> Iterator[tuple[str, str, float, list[dict[str, Any]]]]:
+    """``(function, strategy, Sobol's mean n = 50 error, the strategy's rows)`` for each pair with rows scored by
+    ``field``, on the functions whose Sobol runs reach n = 50: what the reach tables compare."""
+    for fn in functions:
+        target, _, k = _stats([r for r in rows if r["function"] == fn and r["strategy"] == "sobol" and field in r],
+                              field, 50)
+        if not k:
+            continue
+        for st in strategies:
+            if sel := [r for r in rows if r["function"] == fn and r["strategy"] == st and field in r]:
+                yield fn, st, target, sel
+
+
 def trials_to_reach(rows: list[dict[str, Any]], target: float, field: str = "shared_nrmse") -> str:
     """Fewest scored n at which the mean error (``field``: the same surrogate's) is at or below ``target``.
 
@@ -622,16 +636,8 @@ def efficiency_markdown(rows: list[dict[str, Any]], args: argparse.Namespace) ->
                 table.append([fn, st, *cells, str(len(sel))])
         out.append(f"### Normalised RMSE, {title}\n\nRMSE / sd of the ground truth over the test set, "
                    f"mean ± sd over seeds; lower is better.\n\n{markdown_table(header, table)}")
-    reach = []
-    for fn in args.functions:
-        sobol = [r for r in rows if r["function"] == fn and r["strategy"] == "sobol"]
-        target, _, k = _stats(sobol, "shared_nrmse", 50)
-        if not k:
-            continue
-        for st in args.strategies:
-            sel = [r for r in rows if r["function"] == fn and r["strategy"] == st]
-            if sel:
-                reach.append([fn, st, fmt(target), trials_to_reach(sel, target)])
+    reach = [[fn, st, fmt(target), trials_to_reach(sel, target)]
+             for fn, st, target, sel in against_sobol(rows, args.functions, args.strategies)]
     if analysis := analysis_map.reach_markdown(rows, args.functions, args.strategies):
         out.append(analysis)
     if reach:
