@@ -28,12 +28,19 @@ def replicate_columns(space: SearchSpace | None) -> list[int]:
 
 
 def searcher_predictions(kept: pd.DataFrame, metric: str) -> PredictiveCheck | None:
-    """The prospective check of the searcher's recorded predictions of the ``kept`` trials (None: it made none)."""
+    """The prospective check of the searcher's recorded predictions of the ``kept`` trials (None: it made none).
+
+    Judged as a prediction of the model fitted on every ``kept`` trial with a result: those made from fewer
+    than half as many trials (the ``sweeper.predicted_from`` tag; sweeps from before it score them all) are
+    not scored (:func:`sweeper.search.calibration.prospective_check`).
+    """
     columns = ("tag.predicted_mean", "tag.predicted_sd", f"metric.{metric}")
     if not all(c in kept for c in columns):
         return None
     mean, sd, y = (np.asarray(kept[c].map(_number), dtype=np.float64) for c in columns)
-    return prospective_check(y, mean, sd)
+    made_from = np.asarray(kept["tag.predicted_from"].map(_number), dtype=np.float64) \
+        if "tag.predicted_from" in kept else None
+    return prospective_check(y, mean, sd, made_from, n_model=int(np.isfinite(y).sum()))
 
 
 def sweep_calibration(model: Any, space: SearchSpace | None, kept: pd.DataFrame, metric: str) -> Calibration:

@@ -153,6 +153,7 @@ class TrialRecorder(Callback):
             "acquisition": meta.get("acquisition"),
             "predicted_mean": meta.get("predicted_mean"),
             "predicted_sd": meta.get("predicted_sd"),
+            "predicted_from": meta.get("predicted_from"),
             "tune_trial_id": trial.trial_id,
             "unit_point": json.dumps([float(v) for v in meta.get("x", ())]),
             "trial_dir": trial.storage.trial_fs_path,

@@ -181,6 +181,7 @@ def reconcile(tracker: Any, parent_run_id: str,
                 "x": tuple(json.loads(tags["sweeper.unit_point"])), "phase": tags.get("sweeper.phase", "?"),
                 "batch": int(tags.get("sweeper.batch", 0)),
                 **{k: _number(tags.get(f"sweeper.{k}")) for k in ("acquisition", "predicted_mean", "predicted_sd")},
+                "predicted_from": _count(tags.get("sweeper.predicted_from")),
             }
         ended = tags.get("sweeper.status") in ("FINISHED", "FAILED", "TIMEOUT")
         stopped = run.info.status == "RUNNING" or tags.get("sweeper.status") in ("PREEMPTED", "INTERRUPTED")
@@ -208,6 +209,11 @@ def _number(text: str | None) -> float | None:
         return None if text is None else float(text)
     except ValueError:
         return None
+
+
+def _count(text: str | None) -> int | None:
+    number = _number(text)
+    return None if number is None or not number.is_integer() else int(number)
 
 
 def find_sweep_dir(ref: str, tracking_uri: str) -> Path:

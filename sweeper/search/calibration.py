@@ -11,7 +11,9 @@ the GP's uncertainty. Three checks look at that uncertainty from different sides
   predicted (mean and sd of its result) before it ran. IVR sends trials where the GP knows
   least, so these are predictions into regions no trial had visited: what the two checks
   above cannot see (Dawid 1984's prequential principle: judge a forecaster by forecasts made
-  before the outcome).
+  before the outcome). The forecasts judge the map's model only when they were made from
+  comparable evidence: those of a fit on fewer than half the map's trials (the first batch
+  after the Sobol design, whose 8 points cannot place a cliff) are not scored.
 
 The verdict shown next to a curve or a map is the worst of the checks that have enough
 trials (:class:`Calibration`): ``failed`` when any judged check's 95 % intervals hold fewer
@@ -26,6 +28,7 @@ References:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -34,40 +37,64 @@ import numpy as np
 from numpy.typing import ArrayLike
 from scipy.special import ndtr
 
-from sweeper.search.loo import ADVICE, LOCO, LOO, PROSPECTIVE, PredictiveCheck, score_pit
+from sweeper.search.loo import ADVICE, LOCO, LOO, MIN_TRIALS, PROSPECTIVE, PredictiveCheck, score_pit
 
 _ORDER = {"failed": 3, "passed": 2, "conservative": 1}
+#: A prediction is scored when its model was fitted on at least this share of the judged model's trials.
+#: NOTE: docs/decisions/0069-prospective-check-scores-comparable-forecasts.md
+COMPARABLE_EVIDENCE = 0.5
 
 
-def prospective_check(y: ArrayLike, mean: ArrayLike, sd: ArrayLike) -> PredictiveCheck | None:
+def prospective_check(y: ArrayLike, mean: ArrayLike, sd: ArrayLike, made_from: ArrayLike | None = None,
+                      n_model: int | None = None) -> PredictiveCheck | None:
     """Score the searcher's predictions ``(mean, sd)`` of the trials it chose against their results ``y``.
 
     Each prediction is read as a Gaussian in the metric's units (the searcher records the mean
     and sd of its predictive, observation noise included): ``u = Phi((y - mean) / sd)``. A
     prediction with ``sd = 0`` holds only its own value. Trials without a finite prediction or
     result are left out; None when none is left.
+
+    ``made_from``: how many trials each prediction's model was fitted on (NaN where not recorded:
+    always scored); ``n_model``: the judged model's trials. A prediction made from fewer than
+    ``COMPARABLE_EVIDENCE`` of them judges another, weaker model (a fit on the Sobol design alone
+    misses cliffs the final map has found), so it is not scored, unless that would leave fewer than
+    ``MIN_TRIALS``: then the ``MIN_TRIALS`` made from the most trials are (with any made from as many; all
+    of them, when there are fewer).
     """
     y, mean, sd = (np.asarray(a, dtype=np.float64) for a in (y, mean, sd))
+    made = np.full(y.shape, np.nan) if made_from is None else np.asarray(made_from, dtype=np.float64)
     ok = np.isfinite(y) & np.isfinite(mean) & np.isfinite(sd) & (sd >= 0)
     if not ok.any():
         return None
-    y, mean, sd = y[ok], mean[ok], sd[ok]
+    y, mean, sd, made = y[ok], mean[ok], sd[ok], made[ok]
+    below: float = 0 if n_model is None else math.ceil(COMPARABLE_EVIDENCE * n_model)
+    if np.count_nonzero(~(made < below)) < MIN_TRIALS:  # keep the MIN_TRIALS latest (all, when fewer)
+        below = min(below, float(np.sort(np.nan_to_num(made, nan=np.inf))[::-1][min(MIN_TRIALS, made.size) - 1]))
+    early = made < below  # NaN (not recorded) compares False: always scored
+    y, mean, sd = y[~early], mean[~early], sd[~early]
     with np.errstate(divide="ignore", invalid="ignore"):
         off = np.where(y == mean, 0.0, np.sign(y - mean) * np.inf)  # sd 0 holds only its own value
         z = np.where(sd > 0, (y - mean) / np.where(sd > 0, sd, 1.0), off)
-    return score_pit(ndtr(z), mean, y, PROSPECTIVE)
+    check = score_pit(ndtr(z), mean, y, PROSPECTIVE)
+    return replace(check, earlier=int(early.sum()), earlier_below=int(below)) if early.any() else check
 
 
 def sweep_prospective_check(suggestions: Iterable[Any], results: Mapping[int, float], *,
                             single_fit: bool) -> PredictiveCheck | None:
     """:func:`prospective_check` of a sweep's own suggestions (``predicted_mean``, ``predicted_sd``) and results.
 
+    Judged as forecasts of a model of every finite result (``predicted_from`` says what each was made from).
     ``single_fit``: the predictions came from one maximum-likelihood fit (no declared bounds), judged
     without the allowance for chance, as :func:`calibration` judges that model.
     """
-    scored = [(results[s.index], s.predicted_mean, s.predicted_sd) for s in suggestions
+    scored = [(results[s.index], s.predicted_mean, s.predicted_sd,
+               math.nan if s.predicted_from is None else s.predicted_from) for s in suggestions
               if s.predicted_mean is not None and s.predicted_sd is not None and s.index in results]
-    check = prospective_check(*np.array(scored).T) if scored else None
+    finite = sum(math.isfinite(v) for v in results.values())
+    if not scored:
+        return None
+    y, mean, sd, made_from = np.array(scored).T
+    check = prospective_check(y, mean, sd, made_from, n_model=finite)
     return replace(check, max_surprise=1.0) if check is not None and single_fit else check
 
 

@@ -126,6 +126,8 @@ class PredictiveCheck:
         groups: Groups left out together (configurations for :data:`LOCO`).
         max_surprise: A shortfall below 85 % fails when a calibrated model shows it with at most this
             probability; 1.0 judges by the 85 % threshold alone (see :func:`sweeper.search.calibration.calibration`).
+        earlier: Predictions left unscored because their model had too few trials to judge this one by
+            (:func:`sweeper.search.calibration.prospective_check`); ``earlier_below`` its trial count.
     """
 
     n: int
@@ -140,6 +142,8 @@ class PredictiveCheck:
     n_total: int | None = None
     groups: int | None = None
     max_surprise: float = MAX_SURPRISE
+    earlier: int = 0
+    earlier_below: int = 0
 
     @property
     def judged(self) -> bool:
@@ -180,8 +184,11 @@ class PredictiveCheck:
             f" ({self.n_total - self.n} bit-identical cop{'y' if self.n_total - self.n == 1 else 'ies'} counted once)"
         alone = " (no configuration was replicated: the same as leave-one-out)" \
             if self.kind == LOCO and self.groups == self.n_total else ""
+        earlier = "" if not self.earlier else \
+            f" ({self.earlier} earlier, made from fewer than {self.earlier_below} trials, not scored)"
         return (f"{self.kind} ({_WHAT[self.kind]}): {self.coverage95:.0%} of {self.n} inside their 95 % intervals, "
-                f"{self.coverage68:.0%} inside their 68 % ones{copies}, largest |z| {self.max_abs_residual:.1f}{alone}")
+                f"{self.coverage68:.0%} inside their 68 % ones{copies}{earlier}, largest |z| "
+                f"{self.max_abs_residual:.1f}{alone}")
 
     def sentence(self, what: str) -> str:
         """One sentence for a reader, next to ``what`` (e.g. "this map"): the numbers, and what helps if it failed."""
@@ -210,7 +217,7 @@ class PredictiveCheck:
                 "coverage68": self.coverage68, "coverage95": self.coverage95, "rmse": self.rmse,
                 "max_abs_residual": self.max_abs_residual, "verdict": self.verdict(),
                 "surprise": self.surprise, "threshold_coverage95": MIN_COVERAGE95, "max_surprise": self.max_surprise,
-                "min_trials": MIN_TRIALS}
+                "min_trials": MIN_TRIALS, "earlier_not_scored": self.earlier}
 
 
 #: What helps when a check fails.

@@ -71,6 +71,8 @@ class Suggestion:
         predicted_mean: the mean of the GP's predictive of the trial's result, original units.
         predicted_sd: its standard deviation (observation noise included), original units: what
             the prospective check scores (:mod:`sweeper.search.calibration`).
+        predicted_from: how many trials the model that made the prediction was fitted on: the
+            prospective check judges a map's model by predictions made from comparable evidence.
     """
 
     index: int
@@ -81,6 +83,7 @@ class Suggestion:
     acquisition: float | None = None
     predicted_mean: float | None = None
     predicted_sd: float | None = None
+    predicted_from: int | None = None
 
 
 def make_suggestion(
@@ -98,11 +101,11 @@ def make_suggestion(
     """
     params = space.from_unit(u)[0]
     x = space.to_unit([params])[0]  # snapped to legal values of discrete dims
-    mean = sd = None
+    mean = sd = made_from = None
     if gp is not None:
         m, v = gp.predict(x[None, :], noise=True)  # the predictive of its result, original units
-        mean, sd = float(m[0]), float(v[0])
-    return Suggestion(index, tuple(float(t) for t in x), params, phase, batch, acquisition, mean, sd)
+        mean, sd, made_from = float(m[0]), float(v[0]), int(gp.X.shape[0])
+    return Suggestion(index, tuple(float(t) for t in x), params, phase, batch, acquisition, mean, sd, made_from)
 
 
 def suggestion_from_dict(d: Mapping[str, Any]) -> Suggestion:

@@ -197,6 +197,8 @@ def test_deterministic_sweeps_choose_the_same_points(tmp_path: Path) -> None:
              / float(r.data.tags["sweeper.predicted_sd"]) for r in chosen]
         closing = client.get_run(parent.info.run_id).data.metrics
         assert len(chosen) == 8 and closing["prospective_n"] == 8
+        # Planned from the 4 Sobol results, then from 8: what each prediction's model was fitted on.
+        assert sorted(int(r.data.tags["sweeper.predicted_from"]) for r in chosen) == [4] * 4 + [8] * 4
         assert closing["prospective_coverage95"] == pytest.approx(np.mean(np.abs(z) <= 1.959964), abs=1e-9)
         assert "The searcher's predictions, made before the trials ran: prospective" in sweep.output
         live.append(([a.path for a in client.list_artifacts(parent.info.run_id, "live")],

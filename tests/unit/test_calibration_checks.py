@@ -108,6 +108,28 @@ def test_prospective_check_skips_trials_without_a_prediction_and_handles_zero_sd
     assert prospective_check(y, [np.nan] * 4, [np.nan] * 4) is None
 
 
+def test_predictions_made_from_less_than_half_the_trials_are_not_scored() -> None:
+    """The first GP batch's forecasts come from a fit on the Sobol design alone: they judge that fit, not the map's.
+
+    24 predictions made from 7, 8, ..., 30 trials of a 32-trial sweep: the first 8 miss by 3 sd, the rest are
+    exact. Scored as one, the check fails (67 %); scored as forecasts of the 32-trial model, the 15 made from
+    at least 16 trials pass, and the sentence says what was left out.
+    """
+    y, sd, made = np.zeros(24), np.ones(24), np.arange(7, 31)
+    mean = np.where(made < 15, 3.0, 0.0)
+    assert prospective_check(y, mean, sd).verdict() == "failed"
+    judged = prospective_check(y, mean, sd, made, n_model=32)
+    assert judged is not None and (judged.n, judged.earlier, judged.earlier_below) == (15, 9, 16)
+    assert judged.verdict() != "failed" and "9 earlier, made from fewer than 16 trials, not scored" in judged.numbers()
+    assert judged.summary()["earlier_not_scored"] == 9
+    # Too few made from half the trials: the 10 made from the most are scored (a verdict is still given).
+    latest = prospective_check(y, mean, sd, made, n_model=60)
+    assert latest is not None and (latest.n, latest.earlier_below) == (10, 21) and latest.judged
+    # Predictions without a record of their model (sweeps from before the tag) are all scored; so are a few.
+    assert prospective_check(y, mean, sd, np.full(24, np.nan), n_model=32).n == 24
+    assert prospective_check(y[:8], mean[:8], sd[:8], made[:8], n_model=32).n == 8
+
+
 def test_the_verdict_is_the_worst_judged_check_and_says_which_failed() -> None:
     X = sobol_design(40, 2, seed=1)
     y = prior_sample(X, 0.3, seed=1, noise_sd=0.05)

@@ -50,7 +50,9 @@ def test_first_n_initial_are_the_sobol_points_then_gp_phase() -> None:
     gp_points = policy.suggestions[8:]
     assert all(s.acquisition is not None and s.acquisition > 0 for s in gp_points)
     assert all(s.predicted_sd is not None and s.predicted_sd > 0 for s in gp_points)
-    assert all(s.acquisition is None for s in policy.suggestions[:8])
+    assert all(s.acquisition is None and s.predicted_from is None for s in policy.suggestions[:8])
+    # Each prediction says how many results its model had: the 8 Sobol ones at least, none still running.
+    assert all(8 <= s.predicted_from <= s.index for s in gp_points)
 
 
 def test_random_and_sobol_strategies_are_seeded() -> None:
