@@ -233,7 +233,12 @@ def load_grid(name: str) -> tuple[NDArray[np.float64], tuple[NDArray[np.float64]
 
 
 def truth_at(name: str, U: ArrayLike) -> NDArray[np.float64]:
-    """The true metric at unit-cube points ``(n, d)``: linear between nodes of continuous dims, exact on the others."""
+    """The true metric at unit-cube points ``(n, d)``: linear between nodes of continuous dims, exact on the others.
+
+    An interpolated value lies between its nodes' values; it is clipped to them, so that rounding cannot put it
+    past a bound the nodes sit on (wine's plateau at exactly 1.0 gave 1.0000000000000002, which a declared
+    ``metric_bounds=[0, 1]`` refuses).
+    """
     from scipy.interpolate import RegularGridInterpolator
 
     values, axes = load_grid(name)
@@ -253,7 +258,8 @@ def truth_at(name: str, U: ArrayLike) -> NDArray[np.float64]:
             sl[i] = k
         sub = values[tuple(sl)]
         if cont:
-            out[rows] = RegularGridInterpolator(tuple(axes[i] for i in cont), sub)(U[rows][:, cont])
+            out[rows] = np.clip(RegularGridInterpolator(tuple(axes[i] for i in cont), sub)(U[rows][:, cont]),
+                                sub.min(), sub.max())
         else:
             out[rows] = sub
     return out

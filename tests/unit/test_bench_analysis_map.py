@@ -89,13 +89,12 @@ def test_a_run_that_cannot_be_scored_is_named_and_the_others_are_saved(tmp_path,
     assert f_svm(X).max() > 0.5  # so the svm run was refused for its scores, not for anything else
 
 
-def test_a_score_past_its_bound_by_rounding_alone_is_put_on_the_bound(monkeypatch) -> None:
+def test_a_score_past_its_declared_bound_is_refused(monkeypatch) -> None:
     f, _ = efficiency.objective("svm")
     X = efficiency.initial_design(2, 0, 10)
     top = float(f(X).max())
-    monkeypatch.setattr(efficiency, "BOUNDS", {"svm": [0.0, top - 1e-12]})  # the best trial 1e-12 past the bound
-    errors = analysis_map.score_run({"function": "svm", "n_max": 10, "X": X.tolist()}, [10])
-    assert np.isfinite(errors["10"])
-    monkeypatch.setattr(efficiency, "BOUNDS", {"svm": [0.0, top - 1e-6]})  # further than rounding: refused
+    monkeypatch.setattr(efficiency, "BOUNDS", {"svm": [0.0, top]})  # the best trial on the bound: scored
+    assert np.isfinite(analysis_map.score_run({"function": "svm", "n_max": 10, "X": X.tolist()}, [10])["10"])
+    monkeypatch.setattr(efficiency, "BOUNDS", {"svm": [0.0, top - 1e-12]})  # past it, by however little: refused
     with pytest.raises(ValueError, match="outside the warp's bounds"):
         analysis_map.score_run({"function": "svm", "n_max": 10, "X": X.tolist()}, [10])
