@@ -94,6 +94,14 @@ def mlflow_server_on(db: Path, root: Path) -> Iterator[Callable[[], str]]:
         yield serving
 
 
+#: The commands a user points at the store while the sweep writes, and their own arguments.
+COMMANDS: dict[str, Callable[[Path], list[str]]] = {
+    "trials": lambda tmp: [],
+    "report": lambda tmp: ["--out", str(tmp / "report")],
+    "multiverse": lambda tmp: ["--out", str(tmp / "maps")],
+}
+
+
 class Readers:
     """The readers, each in a loop until :meth:`stop`; how often each read, and how often it failed."""
 
@@ -109,7 +117,8 @@ class Readers:
         self._python = subprocess.Popen([sys.executable, "-c", _PYTHON_READER, str(self.db),
                                          str(self.tmp_path / "stop")], stdout=subprocess.PIPE, text=True,
                                         env={**os.environ, **NULL_POOL})
-        self._thread(self._commands)
+        for name in COMMANDS:
+            self._thread(self._command, name)
 
     def poll_server(self, url: str) -> None:
         self._thread(self._server, url)
@@ -131,24 +140,19 @@ class Readers:
         if self._python.returncode != 0:
             self.failures.append(f"the Python reader exited {self._python.returncode}")
 
-    def _commands(self) -> None:
-        """``sweeper report``, ``multiverse`` and ``trials`` on the earlier sweep, in turn, as a user browsing."""
+    def _command(self, name: str) -> None:
+        """``sweeper <name>`` on the earlier sweep, again and again, as a user browsing in another terminal.
+
+        Each command loops in a thread of its own, so each starts while the sweep writes however slow the
+        others are (in turn, a loaded machine let the sweep end before ``multiverse`` had its turn)."""
         uri = f"sqlite:///{self.db}"
-        commands = {  # the quick one first: each gets a turn before the sweep ends, however slow the others
-            "trials": ["trials"],
-            "report": ["report", "--out", str(self.tmp_path / "report")],
-            "multiverse": ["multiverse", "--out", str(self.tmp_path / "maps")],
-        }
         while not self._stop.is_set():
-            for name, args in commands.items():
-                proc = subprocess.run([str(VENV_BIN / "sweeper"), *args, "--experiment", "earlier", "--tracking-uri",
-                                       uri, "--run", self.earlier_run], capture_output=True, text=True, timeout=300,
-                                      cwd=self.tmp_path)
-                self.reads[name] += 1
-                if proc.returncode != 0:
-                    self.failures.append(f"sweeper {name} exited {proc.returncode}: {proc.stderr[-2000:]}")
-                if self._stop.is_set():
-                    return
+            proc = subprocess.run([str(VENV_BIN / "sweeper"), name, *COMMANDS[name](self.tmp_path), "--experiment",
+                                   "earlier", "--tracking-uri", uri, "--run", self.earlier_run], capture_output=True,
+                                  text=True, timeout=300, cwd=self.tmp_path)
+            self.reads[name] += 1
+            if proc.returncode != 0:
+                self.failures.append(f"sweeper {name} exited {proc.returncode}: {proc.stderr[-2000:]}")
 
     def _server(self, url: str) -> None:
         """The runs table of the MLflow UI, as a browser asks the server for it."""
