@@ -29,7 +29,7 @@ is a prefix of that run: each strategy picks its points one after another):
   Sobol candidates and 1024 integration points; the rest of a batch is re-planned (GP refitted,
   warm-started from the previous fit: 2 starts; the first fit 3 restarts) whenever results
   arrived since it was planned and the refit is short next to a trial (each trial is
-  simulated as ``TRIAL_SECONDS`` = 60 s on the policy's clock), which with one worker is
+  simulated as ``TRIAL_SECONDS`` = 600 s on the policy's clock), which with one worker is
   after every trial;
 - ``ours-b1``: the same with ``batch_size=1`` (a new batch, so a refit, at every trial);
 - ``ucb``: the same policy with ``strategy=ucb`` (beta 2, batches of 8);
@@ -108,9 +108,11 @@ STRATEGIES = ("ours", "ours-b1", "ucb", "sobol", "random", "emukit", "botorch", 
 #: Candidates the oracle scores per step (a fresh draw of a 4096-point Sobol design each step).
 ORACLE_CANDIDATES = 400
 N_DEFAULT = (10, 20, 30, 50, 100)
-#: A trial's simulated duration for the policy's clock: a minute, a short training run. The
-#: policy re-plans a batch only when its refit is short next to the trials (sweeper.search.policy.REPLAN_SHARE).
-TRIAL_SECONDS = 60.0
+#: A trial's simulated duration for the policy's clock: ten minutes, a training run. The policy re-plans a
+#: batch only when its refit is short next to the trials (sweeper.search.policy.REPLAN_SHARE); with a minute,
+#: a bounded map's plans (the tagger's sampler, 3-15 s on a loaded machine) made the re-plans, and so the
+#: points, depend on the load (bench/README.md §3, round 8). As in bench/calibration.py.
+TRIAL_SECONDS = 600.0
 #: Extra n scored for the trials-to-reach-Sobol figure (same-surrogate table only).
 N_REACH = (15, 25, 35, 40, 45)
 N_INITIAL = 8

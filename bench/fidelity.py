@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="checkout whose sweeper runs the sweeps and analyses (default: this one)")
     parser.add_argument("--results-name", default="fidelity", help="bench/results/NAME.md/.json")
     parser.add_argument("--keep", type=Path, default=None, help="keep the sweeps' folders here")
+    parser.add_argument("--sweeper", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="more hydra.sweeper settings for every sweep, e.g. ivr_mixture=true")
     parser.add_argument("--smoke", action="store_true",
                         help="the demo's SVC map, one seed (~1 min): a check that it runs")
 
@@ -78,7 +81,7 @@ def run(args: argparse.Namespace) -> None:
     rows = []
     for name in args.maps:
         for seed in range(args.seeds):
-            rows.append(one(name, seed, work / f"{name}-{seed}", code, not args.no_bounds))
+            rows.append(one(name, seed, work / f"{name}-{seed}", code, not args.no_bounds, args.sweeper))
             r = rows[-1]
             print(f"{name} seed {seed}: curve {r['curve_max_dev']:.4f}, band {r['curve_in_band']:.0%}, "
                   f"map {r['map_coverage']:.1%} (rmse {r['map_rmse']:.3f}), shown {r['shown_min']:.3f}.."
@@ -99,8 +102,10 @@ def _prepare_checkout(code: Path) -> None:
     (code / "bench/apps/conf/ml_map.yaml").write_text(re.sub(r"\n\s*metric_bounds:.*", "", conf), encoding="utf-8")
 
 
-def one(name: str, seed: int, work: Path, code: Path, bounds: bool) -> dict[str, Any]:
-    """Sweep map ``name`` with ``seed`` through the CLI, report and map it, and score the files."""
+def one(name: str, seed: int, work: Path, code: Path, bounds: bool, sweeper: Sequence[str] = ()) -> dict[str, Any]:
+    """Sweep map ``name`` with ``seed`` through the CLI, report and map it, and score the files.
+
+    ``sweeper``: more ``KEY=VALUE`` settings, each passed as ``hydra.sweeper.KEY=VALUE``."""
     from bench.ml_maps import MAPS
 
     app, experiment = APPS[name]
@@ -109,7 +114,7 @@ def one(name: str, seed: int, work: Path, code: Path, bounds: bool) -> dict[str,
     dims = [] if name == "svm" else [f"map={name}", *(f"{k}={v}" for k, v in MAPS[name].specs.items())]
     sweep = [sys.executable, str(code / app), "--multirun", "hydra/sweeper=multiverse", *dims,
              f"hydra.sweeper.seed={seed}", f"mlflow.tracking_uri={uri}", f"hydra.sweep.dir={work / 'sweep'}",
-             *(["hydra.sweeper.metric_bounds=[0,1]"] if bounds else [])]
+             *(["hydra.sweeper.metric_bounds=[0,1]"] if bounds else []), *(f"hydra.sweeper.{kv}" for kv in sweeper)]
     env = {**os.environ, "PYTHONPATH": str(code)}
     started = time.perf_counter()
     _run(sweep, work, env)
@@ -196,7 +201,8 @@ def fidelity_markdown(rows: list[dict[str, Any]], args: argparse.Namespace) -> s
                       f"{r.get('report_verdict')} / {r.get('map_verdict')}"])
     met = sum(r["curve_max_dev"] <= CURVE_GOAL and r["curve_in_band"] >= BAND_GOAL and lo <= r["map_coverage"] <= hi
               and r["shown_min"] >= 0 and r["shown_max"] <= 1 for r in rows)
-    note = (f"{'No metric bounds declared' if args.no_bounds else 'hydra.sweeper.metric_bounds=[0,1]'}; code of "
+    note = (f"{'No metric bounds declared' if args.no_bounds else 'hydra.sweeper.metric_bounds=[0,1]'}"
+            f"{''.join(f', hydra.sweeper.{kv}' for kv in args.sweeper)}; code of "
             f"`{args.code}`. ✗ marks a figure that misses its goal (curve ≤ {CURVE_GOAL}, band ≥ {BAND_GOAL:.0%} of n, "
             f"map {lo:.0%}-{hi:.0%}, shown values in [0, 1]). All goals met by {met} of {len(rows)} sweeps.")
     return f"### Fidelity on real ML maps\n\n{note}\n\n{markdown_table(header, table)}"

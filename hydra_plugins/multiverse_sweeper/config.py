@@ -71,6 +71,9 @@ class MultiverseSweeperConf:
     # ivr: weight the integrated variance by 1 + w * (slope of the fit's mean) / (its mean slope), so trials go
     # where a stationary GP's map errs most (cliffs, steep edges); 0: plain IVR (Bell et al. 2022)
     ivr_slope_weight: float = 2.0
+    # ivr with metric_bounds: choose by IVR over the posterior mixture the maps are drawn with (up to 100
+    # results), each member's variance in the metric's units; false: the single raw fit chooses
+    ivr_mixture: bool = False
     kernel: str = "matern52-ard"  # matern52-ard | matern52 | rbf-ard | rbf (continuous dims)
     coregion_rank: int = 1  # rank of W in each categorical dim's B = W W^T + diag(kappa)
     # T: before each batch, test an additive GP against a shared one (Bell et al. 2022, eq. 8) and stop once

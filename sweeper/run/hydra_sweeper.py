@@ -85,7 +85,8 @@ class SweeperImpl:
                  deterministic: bool, max_failure_rate: float, stop_on_identical_failures: int | None,
                  trial_timeout_s: float | None, ucb_beta: float, n_candidates: int, n_integration: int,
                  gp_restarts: int, gp_max_fit_points: int | None, gp_refine_max_points: int | None,
-                 gp_lengthscale_prior: bool, ivr_local_search: bool, ivr_slope_weight: float, kernel: str,
+                 gp_lengthscale_prior: bool, ivr_local_search: bool, ivr_slope_weight: float, ivr_mixture: bool,
+                 kernel: str,
                  coregion_rank: int,
                  stop_on_bayes_factor: float | None, metric_bounds: Sequence[float | None] | None, resume: bool,
                  live_maps: bool, keep_checkpoints: int, keep_finished_checkpoints: bool, preempt_grace_s: float,
@@ -110,7 +111,7 @@ class SweeperImpl:
             n_candidates=n_candidates, n_integration=n_integration, gp_restarts=gp_restarts,
             gp_max_fit_points=gp_max_fit_points, gp_refine_max_points=gp_refine_max_points,
             gp_lengthscale_prior=gp_lengthscale_prior, ivr_local_search=ivr_local_search,
-            ivr_slope_weight=ivr_slope_weight, kernel=kernel,
+            ivr_slope_weight=ivr_slope_weight, ivr_mixture=ivr_mixture, kernel=kernel,
             coregion_rank=coregion_rank, stop_on_bayes_factor=stop_on_bayes_factor,
             metric_bounds=_plain_bounds(metric_bounds))
         self.hydra_context: HydraContext | None = None

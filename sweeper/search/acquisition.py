@@ -30,6 +30,7 @@ References:
 from __future__ import annotations
 
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -279,18 +280,62 @@ def select_ivr_batch(
     c = np.asarray(X_cand).shape[0]
     _check_batch(q, c)
     cond, C = _prepare(gp, X_cond, X_cand, X_mc, q, weights)
+    return _greedy_ivr([(cond, C, 1.0)], c, q)
+
+
+def select_mixture_ivr_batch(
+    members: Sequence[GPFit],
+    X_cond: NDArray[np.float64],
+    X_cand: NDArray[np.float64],
+    X_mc: NDArray[np.float64],
+    q: int,
+    weights: Sequence[NDArray[np.float64]],
+) -> BatchSelection:
+    """:func:`select_ivr_batch` for a mixture of GPs: each pick maximises the members' mean weighted IVR.
+
+    IVR integrated over the hyperparameters' posterior (its draws are the members): the batch shrinks
+    the variance of the model the maps are drawn with. Member ``i``'s IVR is ``int weights[i](u)
+    [var_n(u) - var_{n+x}(u)] du``, the weights as given (not relative to their mean), so a member
+    whose variance means more of the metric counts more; each conditions on ``X_cond`` and the
+    earlier picks exactly. NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md
+
+    Raises:
+        ValueError: If shapes disagree, ``q`` is out of range, there is no member, or a member's
+            weights are not one positive finite number per integration point.
+    """
+    if len(members) < 1 or len(weights) != len(members):
+        raise ValueError(f"need one weight vector per member, and a member; got {len(members)} and {len(weights)}")
+    c = np.asarray(X_cand).shape[0]
+    _check_batch(q, c)
+    parts = []
+    for member, w in zip(members, weights, strict=True):
+        cond, C = _prepare(member, X_cond, X_cand, X_mc, q, w)
+        parts.append((cond, C, float(np.mean(w)) / len(members)))
+    return _greedy_ivr(parts, c, q)
+
+
+def _greedy_ivr(parts: Sequence[tuple[_Conditioner, NDArray[np.float64], float]], c: int, q: int) -> BatchSelection:
+    """``q`` picks, each the argmax of ``sum(scale * IVR)`` over the ``(conditioner, C, scale)`` parts.
+
+    After each pick every part conditions on it: the (m, c) cross-covariance and the candidate
+    variances by rank-one updates instead of refactorising, so a batch costs one Cholesky per
+    part plus ``O(q m c)`` each.
+    """
     taken = np.zeros(c, dtype=bool)
     indices = np.empty(q, dtype=np.intp)
     values = np.empty(q)
     for k in range(q):
-        ivr = _ivr_from_cov(C, cond.var, cond.noise)
+        ivr = np.zeros(c)
+        for cond, C, scale in parts:
+            ivr += scale * _ivr_from_cov(C, cond.var, cond.noise)
         ivr[taken] = -np.inf
         p = int(np.argmax(ivr))
         indices[k], values[k], taken[p] = p, ivr[p], True
         if k + 1 < q:
-            h = C[:, p].copy()  # cov_k(X_mc, x_p), (m,)
-            g, s = cond.condition_on(p)  # cov_k(X_cand, x_p), (c,)
-            C -= np.outer(h, g / s)  # cov_{k+1}(X_mc, X_cand)
+            for cond, C, _ in parts:
+                h = C[:, p].copy()  # cov_k(X_mc, x_p), (m,)
+                g, s = cond.condition_on(p)  # cov_k(X_cand, x_p), (c,)
+                C -= np.outer(h, g / s)  # cov_{k+1}(X_mc, X_cand)
     log.debug("IVR batch: %s (values %s)", indices.tolist(), values.tolist())
     return BatchSelection(indices=indices, values=values)
 
@@ -352,44 +397,3 @@ def select_ucb_batch(
             cond.condition_on(p)
     log.debug("UCB batch: %s (scores %s)", indices.tolist(), values.tolist())
     return BatchSelection(indices=indices, values=values)
-
-
-def local_ivr_candidates(
-    gp: GPFit,
-    X_cond: NDArray[np.float64],
-    X_cand: NDArray[np.float64],
-    X_mc: NDArray[np.float64],
-    rng: np.random.Generator,
-    columns: NDArray[np.intp] | None = None,
-    n_best: int = 8,
-    n_local: int = 32,
-    scales: tuple[float, ...] = (0.05, 0.015),
-    weights: NDArray[np.float64] | None = None,
-) -> NDArray[np.float64]:
-    """More candidates near the best of ``X_cand`` by IVR: a local random search.
-
-    Each round scores the pool (``X_cand`` plus the points added so far), takes its ``n_best``
-    by IVR (weighted by ``weights`` over ``X_mc``, as the batch is) and draws ``n_local``
-    Gaussian perturbations of each with sd ``scale`` in ``columns`` (None: all), clipped to the
-    unit cube. A fixed candidate set of 2048 Sobol points is ~0.02 apart in 2-D but ~0.3 in 6-D,
-    so the best candidate can be far from IVR's maximum; the caller appends these points to the
-    candidates and selects among all of them.
-
-    Returns:
-        The new points, shape ``(len(scales) * n_best * n_local, d)``.
-    """
-    X_cand = np.asarray(X_cand, dtype=np.float64)
-    d = X_cand.shape[1]
-    mask = np.zeros(d, dtype=bool)
-    mask[np.arange(d) if columns is None else np.asarray(columns, dtype=np.intp)] = True
-    pool, scores = X_cand, integrated_variance_reduction(gp, X_cond, X_cand, X_mc, weights)
-    added = []
-    for scale in scales:
-        best = pool[np.argsort(-scores, kind="stable")[:n_best]]
-        step = rng.normal(0.0, scale, size=(best.shape[0], n_local, d)) * mask
-        new = np.clip(best[:, None, :] + step, 0.0, 1.0).reshape(-1, d)
-        added.append(new)
-        pool = np.vstack([pool, new])
-        scores = np.concatenate([scores, integrated_variance_reduction(gp, X_cond, new, X_mc, weights)])
-    return np.vstack(added) if added else np.zeros((0, d))
-

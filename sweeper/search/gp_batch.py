@@ -15,13 +15,14 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from sweeper.search.acquisition import BatchSelection, local_ivr_candidates, select_ivr_batch, select_ucb_batch
+from sweeper.search.acquisition import BatchSelection, select_ivr_batch, select_mixture_ivr_batch, select_ucb_batch
 from sweeper.search.bounded import fit_bounded_gp
 from sweeper.search.design import as_generator, balance_categories, sobol_design
 from sweeper.search.ensemble import GPEnsemble
 from sweeper.search.gp import GPFit
 from sweeper.search.gp_fit import dimension_scaled_prior, fit_gp
 from sweeper.search.hyperposterior import fit_posterior
+from sweeper.search.local_search import local_ivr_candidates
 from sweeper.search.settings import (
     STREAM_CANDIDATES,
     STREAM_GP,
@@ -31,7 +32,7 @@ from sweeper.search.settings import (
     PolicySettings,
     Strategy,
 )
-from sweeper.search.slope_weights import slope_weights
+from sweeper.search.slope_weights import metric_variance_weights, slope_weights
 from sweeper.search.space import SearchSpace
 from sweeper.search.warping import MetricBounds
 
@@ -86,8 +87,11 @@ class GPBatchStep(ABC):
             refine_max_points=s.gp_refine_max_points, init=init, lengthscale_prior=prior)
         return self._fit(X, y, fit_kwargs, stream, warm_bounded)
 
-    def pick(self, gp: GPFit, X_asked: Points, size: int, stream: Sequence[int]) -> tuple[Points, BatchSelection]:
+    def pick(self, gp: GPFit, X_asked: Points, size: int, stream: Sequence[int],
+             tagger: GPFit | GPEnsemble | None = None) -> tuple[Points, BatchSelection]:
         """The candidates and the ``size`` of them chosen, conditioning on every point asked so far.
+
+        ``tagger``: the model :meth:`fit` returned beside ``gp``, for a step that chooses with it.
 
         Conditioning on every asked point (finished, failed and pending) keeps the plan exact for
         IVR's variance as results arrive; for ``ucb`` this is GP-BUCB's batch rule.
@@ -95,7 +99,7 @@ class GPBatchStep(ABC):
         cand_stream = [*stream, STREAM_CANDIDATES]
         cand = balance_categories(sobol_design(self.settings.n_candidates, self.space.d, cand_stream),
                                   self.space.categories(), cand_stream)
-        return self._select(gp, X_asked, self.space.to_unit(self.space.from_unit(cand)), size, stream)
+        return self._select(gp, X_asked, self.space.to_unit(self.space.from_unit(cand)), size, stream, tagger)
 
     @abstractmethod
     def _fit(self, X: Points, y: Points, fit_kwargs: dict[str, Any], stream: Sequence[int],
@@ -103,8 +107,8 @@ class GPBatchStep(ABC):
         """The choosing fit and the tagging model, given :func:`sweeper.search.gp_fit.fit_gp`'s arguments."""
 
     @abstractmethod
-    def _select(self, gp: GPFit, X_asked: Points, cand: Points, size: int,
-                stream: Sequence[int]) -> tuple[Points, BatchSelection]:
+    def _select(self, gp: GPFit, X_asked: Points, cand: Points, size: int, stream: Sequence[int],
+                tagger: GPFit | GPEnsemble | None) -> tuple[Points, BatchSelection]:
         """The candidates (``cand``, possibly extended) and the batch picked among them."""
 
 
@@ -115,8 +119,9 @@ class IVRBatch(GPBatchStep):
     It chooses with the fit on the raw scale even for a bounded metric: IVR's choice needs no
     prediction inside the bounds, and a bounded model (:func:`bounded_tagger`) tags the chosen
     points. NOTE: docs/decisions/0013-ivr-chooses-on-the-raw-scale.md
-    Not with the tagger's hyperparameter mixture either: it chose worse points on every real map.
-    NOTE: docs/decisions/0065-ivr-keeps-the-single-raw-fit.md
+    Not with the tagger's hyperparameter mixture by default either: the yardstick scored its points worse on every
+    real map (NOTE: docs/decisions/0065-ivr-keeps-the-single-raw-fit.md); the map users see scores them better on
+    most, and ``ivr_mixture`` chooses with it (NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md).
     """
 
     phase = Strategy.IVR.value
@@ -135,11 +140,14 @@ class IVRBatch(GPBatchStep):
             return gp, gp
         return gp, bounded_tagger(X, y, bounds, fit_kwargs, self.settings, stream, warm_bounded)
 
-    def _select(self, gp: GPFit, X_asked: Points, cand: Points, size: int,
-                stream: Sequence[int]) -> tuple[Points, BatchSelection]:
+    def _select(self, gp: GPFit, X_asked: Points, cand: Points, size: int, stream: Sequence[int],
+                tagger: GPFit | GPEnsemble | None) -> tuple[Points, BatchSelection]:
         """IVR over integration points that give every category combination an equal share, the variance
         weighted by the slope of the fit's mean (``ivr_slope_weight``); with ``ivr_local_search``, local
-        candidates around the best Sobol ones join the Sobol candidates."""
+        candidates around the best Sobol ones join the Sobol candidates. With ``ivr_mixture`` and a
+        mixture tagging (a bounded metric), IVR is summed over its members, each member's variance in
+        the metric's units (:func:`sweeper.search.slope_weights.metric_variance_weights`), the slope
+        weights kept. NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md"""
         s, space = self.settings, self.space
         categories = space.categories()
         mc_stream = [*stream, STREAM_INTEGRATION]
@@ -150,6 +158,11 @@ class IVRBatch(GPBatchStep):
             local = local_ivr_candidates(gp, X_asked, cand, X_mc, as_generator([*stream, STREAM_LOCAL]), continuous,
                                          weights=weights)
             cand = np.vstack([cand, space.to_unit(space.from_unit(local))])
+        if s.ivr_mixture and isinstance(tagger, GPEnsemble):
+            base = np.ones(X_mc.shape[0]) if weights is None else weights
+            members = tagger.members
+            return cand, select_mixture_ivr_batch(members, X_asked, cand, X_mc, size,
+                                                  [base * metric_variance_weights(m, X_mc) for m in members])
         return cand, select_ivr_batch(gp, X_asked, cand, X_mc, size, weights)
 
 
@@ -171,8 +184,8 @@ class UCBBatch(GPBatchStep):
             gp = fit_bounded_gp(X, y, bounds, shapes=warm_shapes(fit_kwargs["init"]), **fit_kwargs)
         return gp, gp
 
-    def _select(self, gp: GPFit, X_asked: Points, cand: Points, size: int,
-                stream: Sequence[int]) -> tuple[Points, BatchSelection]:
+    def _select(self, gp: GPFit, X_asked: Points, cand: Points, size: int, stream: Sequence[int],
+                tagger: GPFit | GPEnsemble | None) -> tuple[Points, BatchSelection]:
         s = self.settings
         return cand, select_ucb_batch(gp, X_asked, cand, size, s.ucb_beta, maximize=s.mode == "max")
 

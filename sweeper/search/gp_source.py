@@ -184,7 +184,7 @@ class GPSource:
             plan.warm = gp.hyperparameters()
             plan.warm_bounded = getattr(tagger, "point", tagger).hyperparameters() if tagger is not gp else None
         plan.tagger = tagger
-        cand, pick = self._step.pick(gp, X_all, size, stream)
+        cand, pick = self._step.pick(gp, X_all, size, stream, tagger)
         return [
             make_suggestion(self._space, first + k, cand[i], self._step.phase, batch, float(v), tagger)
             for k, (i, v) in enumerate(zip(pick.indices, pick.values, strict=True))

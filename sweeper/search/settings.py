@@ -102,6 +102,8 @@ _OPTION_RULES = (
     _Rule("ivr_slope_weight", lambda s: isinstance(s.ivr_slope_weight, bool)
           or not isinstance(s.ivr_slope_weight, int | float) or not 0 <= s.ivr_slope_weight < float("inf"),
           "the slope weight must be a number >= 0 (0: plain IVR)", 2.0),
+    _Rule("ivr_mixture", lambda s: not isinstance(s.ivr_mixture, bool),
+          "must be true or false (IVR over the bounded mixture)", "false"),
     _Rule("ivr_local_search", lambda s: not isinstance(s.ivr_local_search, bool),
           "must be true or false (local search around the best IVR candidates)", "false"),
     _Rule("kernel", lambda s: s.kernel not in KERNELS, f"must be one of {', '.join(KERNELS)}", "matern52-ard"),
@@ -161,13 +163,17 @@ class PolicySettings:
     #: NOTE: docs/decisions/0029-gp-options-off-by-default.md
     gp_lengthscale_prior: bool = False
     #: IVR only: add local random-search candidates around the best Sobol candidates
-    #: (sweeper.search.acquisition.local_ivr_candidates). Off by default.
+    #: (sweeper.search.local_search.local_ivr_candidates). Off by default.
     #: NOTE: docs/decisions/0029-gp-options-off-by-default.md
     ivr_local_search: bool = False
     #: IVR only: weight the integrated variance by ``1 + w * slope / mean slope`` of the fit's mean
     #: (sweeper.search.slope_weights.slope_weights), so trials go where a stationary GP's map errs most:
     #: cliffs and steep edges. 0 is Bell et al.'s plain IVR. NOTE: docs/decisions/0062-slope-weighted-ivr.md
     ivr_slope_weight: float = 2.0
+    #: IVR with metric_bounds only: choose by IVR summed over the posterior mixture that tags the points and
+    #: draws the maps (up to gp_batch.TAG_MIXTURE_MAX_TRIALS results), each member's variance in the metric's
+    #: units, instead of the single raw fit's. NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md
+    ivr_mixture: bool = False
     kernel: str = "matern52-ard"
     coregion_rank: int = 1
     stop_on_bayes_factor: float | None = None

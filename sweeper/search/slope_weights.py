@@ -16,6 +16,10 @@ from numpy.typing import NDArray
 if TYPE_CHECKING:
     from sweeper.search.gp import GPFit
 
+#: :func:`metric_variance_weights` stay within ``exp(+-_LOG_WEIGHT_LIMIT)``: finite, positive, and a sum of
+#: 1024 of them times a slope weight still finite.
+_LOG_WEIGHT_LIMIT = 600.0
+
 
 def slope_weights(gp: GPFit, X_mc: NDArray[np.float64], strength: float, step: float = 1e-3) -> NDArray[np.float64]:
     """Weights for IVR's integral: ``1 + strength * s(u) / mean(s)``, ``s`` the squared slope of the posterior mean.
@@ -54,3 +58,22 @@ def slope_weights(gp: GPFit, X_mc: NDArray[np.float64], strength: float, step: f
     if not np.isfinite(mean) or mean <= 0.0:
         return weights
     return weights + strength * slope / mean
+
+
+def metric_variance_weights(member: GPFit, X_mc: NDArray[np.float64]) -> NDArray[np.float64]:
+    """Each integration point's weight that turns a member's standardised variance into the metric's units.
+
+    ``(y_std * dy/dg)^2`` at the member's mean ``g`` on its modelled scale: the delta method for
+    ``y = warp^{-1}(g)``, with ``dy/dg = 1 / warp'(y)``. Without a warp it is ``y_std^2`` everywhere.
+    Summing IVR over a bounded mixture's members with these weights counts the variance each leaves
+    on the scale the maps are drawn on: near a bound, where the warp stretches, a large modelled
+    variance is a small one of the metric. NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md
+    """
+    X_mc = np.asarray(X_mc, dtype=np.float64)
+    log_scale = np.full(X_mc.shape[0], 2.0 * np.log(float(member.y_std)))
+    if member.warp is not None:
+        g, _ = member.predict_warped(X_mc)
+        log_scale -= 2.0 * member.warp.log_jacobian(member.warp.inverse(g))
+    # In logs, and kept within e^+-600: an extreme warp's slope neither overflows nor vanishes (IVR needs w > 0).
+    weights: NDArray[np.float64] = np.exp(np.clip(log_scale, -_LOG_WEIGHT_LIMIT, _LOG_WEIGHT_LIMIT))
+    return weights

@@ -170,7 +170,8 @@ def test_lengthscale_prior_setting_reaches_the_fit(fits: list[dict]) -> None:
 
 
 def test_local_search_adds_candidates_near_the_best(monkeypatch: pytest.MonkeyPatch) -> None:
-    from sweeper.search.acquisition import integrated_variance_reduction, local_ivr_candidates
+    from sweeper.search.acquisition import integrated_variance_reduction
+    from sweeper.search.local_search import local_ivr_candidates
 
     X = np.array([[0.1, 0.1], [0.9, 0.9], [0.5, 0.2]])
     gp = fit_gp(X, np.array([0.0, 1.0, 0.5]), seed=0, n_restarts=1)

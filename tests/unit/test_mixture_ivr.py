@@ -1,0 +1,140 @@
+"""IVR over a bounded metric's posterior mixture (``ivr_mixture``): the greedy batch, the members'
+metric-unit weights, and where the policy uses it. NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from sweeper.errors import SweeperConfigError
+from sweeper.search import gp_batch
+from sweeper.search.acquisition import integrated_variance_reduction, select_ivr_batch, select_mixture_ivr_batch
+from sweeper.search.bounded import fit_bounded_gp
+from sweeper.search.design import random_design, sobol_design
+from sweeper.search.gp import GPFit
+from sweeper.search.grammar import parse_specs
+from sweeper.search.policy import MultiversePolicy
+from sweeper.search.settings import PolicySettings
+from sweeper.search.slope_weights import metric_variance_weights
+from sweeper.search.warping import MetricBounds
+
+SPACE_2D = parse_specs({"x": "interval(0, 1)", "y": "interval(0, 1)"})
+FAST = dict(n_candidates=256, n_integration=128, gp_restarts=2)
+
+
+def member(X: np.ndarray, lengthscale: float, noise: float = 1e-3, y_std: float = 1.0) -> GPFit:
+    """A GP with given hyperparameters (no fitting): a stand-in for one posterior draw."""
+    return GPFit.matern(lengthscales=np.full(X.shape[1], lengthscale), variance=1.0, noise_variance=noise,
+                        y_mean=0.0, y_std=y_std, log_likelihood=0.0, X=X, y=np.sin(X.sum(axis=1)))
+
+
+def accuracy(X: np.ndarray) -> np.ndarray:
+    """An accuracy-like map in [0, 1]: a plateau near 1 on the left, a cliff down to 0.3 on the right."""
+    return 0.3 + 0.69 / (1.0 + np.exp((X[:, 0] - 0.6) / 0.05)) + 0.005 * X[:, 1]
+
+
+def test_each_pick_is_the_argmax_of_the_members_weighted_ivr_given_the_earlier_picks() -> None:
+    X_cond = random_design(12, 2, seed=1)
+    members = [member(X_cond, 0.15), member(X_cond, 0.5, noise=1e-2)]
+    X_cand, X_mc = random_design(150, 2, seed=2), random_design(200, 2, seed=3)
+    weights = [np.full(200, 2.0), 1.0 + 9.0 * (X_mc[:, 0] > 0.5)]
+    batch = select_mixture_ivr_batch(members, X_cond, X_cand, X_mc, 5, weights)
+    grown = X_cond
+    for k in range(5):
+        total = sum(np.mean(w) / 2 * integrated_variance_reduction(m, grown, X_cand, X_mc, w)
+                    for m, w in zip(members, weights, strict=True))
+        total[batch.indices[:k]] = -np.inf
+        assert np.argmax(total) == batch.indices[k]
+        np.testing.assert_allclose(batch.values[k], total[batch.indices[k]], rtol=1e-8)
+        grown = np.vstack([grown, X_cand[batch.indices[k]]])
+    assert len(set(batch.indices.tolist())) == 5
+
+
+def test_one_member_is_the_single_fit_and_the_member_with_more_metric_variance_leads() -> None:
+    X_cond = random_design(10, 2, seed=4)
+    short, long = member(X_cond, 0.1), member(X_cond, 0.6)
+    X_cand, X_mc = sobol_design(128, 2, seed=5), sobol_design(256, 2, seed=6)
+    alone = select_ivr_batch(short, X_cond, X_cand, X_mc, 4)
+    one = select_mixture_ivr_batch([short], X_cond, X_cand, X_mc, 4, [np.full(256, 7.0)])
+    assert np.array_equal(one.indices, alone.indices)
+    np.testing.assert_allclose(one.values, 7.0 * alone.values, rtol=1e-10)  # in the weights' units
+    # The long member's variance means 10^4 times less of the metric: the short one decides.
+    both = select_mixture_ivr_batch([short, long], X_cond, X_cand, X_mc, 4, [np.ones(256), np.full(256, 1e-4)])
+    assert np.array_equal(both.indices, alone.indices)
+    assert not np.array_equal(select_ivr_batch(long, X_cond, X_cand, X_mc, 4).indices, alone.indices)
+
+
+def test_a_mixture_without_members_or_with_weights_for_other_members_is_refused() -> None:
+    X = random_design(6, 2, seed=0)
+    X_cand, X_mc = random_design(20, 2, seed=1), random_design(30, 2, seed=2)
+    with pytest.raises(ValueError, match="one weight vector per member"):
+        select_mixture_ivr_batch([], X, X_cand, X_mc, 2, [])
+    with pytest.raises(ValueError, match="one weight vector per member"):
+        select_mixture_ivr_batch([member(X, 0.3)], X, X_cand, X_mc, 2, [np.ones(30), np.ones(30)])
+    with pytest.raises(ValueError, match="positive finite"):
+        select_mixture_ivr_batch([member(X, 0.3)], X, X_cand, X_mc, 2, [np.zeros(30)])
+
+
+def test_a_members_weights_are_its_variance_in_the_metrics_units() -> None:
+    X = sobol_design(16, 2, seed=7)
+    fit = fit_bounded_gp(X, accuracy(X), MetricBounds(0.0, 1.0), seed=0, n_restarts=2)
+    X_mc = sobol_design(64, 2, seed=8)
+    w = metric_variance_weights(fit, X_mc)
+    g, sd = fit.predict_warped(X_mc)
+    y = fit.warp.inverse(g)
+    inside = (y > 0.02) & (y < 0.98)  # away from where inverse() snaps onto a bound
+    h = 1e-5 * fit.y_std
+    slope = (fit.warp.inverse(g + h) - fit.warp.inverse(g - h)) / (2 * h)
+    np.testing.assert_allclose(w[inside], (fit.y_std * slope[inside]) ** 2, rtol=1e-4)
+    # The delta method: the modelled sd in the metric's units is about the predictive sd there.
+    _, metric_sd = fit.predict(X_mc)
+    small = sd < 0.1 * fit.y_std
+    np.testing.assert_allclose(np.sqrt(w[small & inside]) * sd[small & inside] / fit.y_std,
+                               metric_sd[small & inside], rtol=0.1)
+    # The plateau near 1 is squeezed by the warp: its variance means far less of the metric than the cliff's.
+    assert np.median(w[y > 0.97]) < 0.1 * np.median(w[(y > 0.4) & (y < 0.8)])
+    unwarped = member(X, 0.3)
+    assert np.array_equal(metric_variance_weights(unwarped, X_mc), np.full(64, unwarped.y_std ** 2))
+
+
+def test_weights_stay_finite_and_positive_for_a_metric_of_any_size_so_the_batch_is_still_chosen() -> None:
+    X, X_mc = random_design(8, 2, seed=0), sobol_design(64, 2, seed=8)
+    huge, tiny = member(X, 0.3, y_std=1e200), member(X, 0.1, y_std=1e-200)  # y_std^2 over- and underflows
+    weights = [metric_variance_weights(m, X_mc) for m in (huge, tiny)]
+    assert all(np.all(np.isfinite(w) & (w > 0)) for w in weights)
+    assert weights[0][0] > 1e250 and weights[1][0] < 1e-250
+    batch = select_mixture_ivr_batch([huge, tiny], X, sobol_design(32, 2, seed=9), X_mc, 3, weights)
+    assert np.all(np.isfinite(batch.values)) and len(set(batch.indices.tolist())) == 3
+    # The huge member's variance decides, as its weight says.
+    alone = select_ivr_batch(huge, X, sobol_design(32, 2, seed=9), X_mc, 3)
+    assert np.array_equal(batch.indices, alone.indices)
+
+
+def bounded_sweep(**settings) -> np.ndarray:
+    policy = MultiversePolicy(SPACE_2D, PolicySettings(num_trials=16, n_initial=8, batch_size=4, seed=3,
+                                                       deterministic=True, **FAST, **settings))
+    while (s := policy.ask()) is not None:
+        policy.tell(s.index, float(accuracy(np.array([s.x]))[0]))
+    return np.array([s.x for s in policy.suggestions])
+
+
+def test_the_mixture_chooses_only_a_bounded_metric_s_points_while_the_mixture_tags_them(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    bounds = dict(metric_bounds=[0.0, 1.0])
+    default, mixture = bounded_sweep(**bounds), bounded_sweep(**bounds, ivr_mixture=True)
+    np.testing.assert_array_equal(default[:8], mixture[:8])  # the Sobol phase
+    assert not np.allclose(default[8:], mixture[8:])
+    assert len({tuple(x) for x in mixture}) == 16
+    # Without bounds there is no mixture: the raw fit chooses, as by default.
+    np.testing.assert_array_equal(bounded_sweep(), bounded_sweep(ivr_mixture=True))
+    # Past TAG_MIXTURE_MAX_TRIALS one bounded fit tags the points, and the raw fit chooses again.
+    monkeypatch.setattr(gp_batch, "TAG_MIXTURE_MAX_TRIALS", 4)
+    np.testing.assert_array_equal(bounded_sweep(**bounds), bounded_sweep(**bounds, ivr_mixture=True))
+
+
+@pytest.mark.parametrize("value", [1, "yes", math.nan])
+def test_an_ivr_mixture_that_is_not_true_or_false_is_refused(value) -> None:
+    with pytest.raises(SweeperConfigError, match="ivr_mixture.*true or false"):
+        MultiversePolicy(SPACE_2D, PolicySettings(ivr_mixture=value))
