@@ -200,13 +200,17 @@ class PolicySettings:
                 *self._broken(_OPTION_RULES, prefix)]
 
     def model_problems(self, space: SearchSpace | None, prefix: str = "") -> list[str]:
-        """The problems of the metric's bounds and of the Bayes-factor stop, in this order."""
+        """The problems of the metric's bounds, of ``ivr_mixture`` (which needs them) and of the Bayes-factor stop."""
         found = []
         try:
             self.bounds  # noqa: B018 - parses, or says why not
         except ValueError as exc:
             found.append(f"{prefix}metric_bounds={self.metric_bounds!r} is invalid: {exc}. "
                          f"Try {prefix}metric_bounds=[0,1] for an accuracy, [0,null] for a loss, or null.")
+        if self.ivr_mixture is True and (self.strategy != "ivr" or self.metric_bounds is None):
+            found.append(f"{prefix}ivr_mixture=true needs {prefix}strategy=ivr and {prefix}metric_bounds: it chooses "
+                         f"ivr's points with the bounded metric's posterior mixture, which nothing else fits. Try "
+                         f"{prefix}metric_bounds=[0,1] for an accuracy, or {prefix}ivr_mixture=false.")
         threshold = self.stop_on_bayes_factor
         if threshold is not None and not threshold > 1:
             found.append(self.invalid_message("stop_on_bayes_factor",

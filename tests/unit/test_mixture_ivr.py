@@ -127,8 +127,6 @@ def test_the_mixture_chooses_only_a_bounded_metric_s_points_while_the_mixture_ta
     np.testing.assert_array_equal(default[:8], mixture[:8])  # the Sobol phase
     assert not np.allclose(default[8:], mixture[8:])
     assert len({tuple(x) for x in mixture}) == 16
-    # Without bounds there is no mixture: the raw fit chooses, as by default.
-    np.testing.assert_array_equal(bounded_sweep(), bounded_sweep(ivr_mixture=True))
     # Past TAG_MIXTURE_MAX_TRIALS one bounded fit tags the points, and the raw fit chooses again.
     monkeypatch.setattr(gp_batch, "TAG_MIXTURE_MAX_TRIALS", 4)
     np.testing.assert_array_equal(bounded_sweep(**bounds), bounded_sweep(**bounds, ivr_mixture=True))
@@ -138,3 +136,12 @@ def test_the_mixture_chooses_only_a_bounded_metric_s_points_while_the_mixture_ta
 def test_an_ivr_mixture_that_is_not_true_or_false_is_refused(value) -> None:
     with pytest.raises(SweeperConfigError, match="ivr_mixture.*true or false"):
         MultiversePolicy(SPACE_2D, PolicySettings(ivr_mixture=value))
+
+
+@pytest.mark.parametrize("settings", [dict(), dict(strategy="ucb", metric_bounds=[0, 1]),
+                                      dict(strategy="sobol", metric_bounds=[0, 1])])
+def test_an_ivr_mixture_with_nothing_to_average_over_is_refused_not_ignored(settings) -> None:
+    """Without bounds there is no mixture, and other strategies never use it: the option would do nothing."""
+    with pytest.raises(SweeperConfigError, match=r"ivr_mixture=true needs strategy=ivr and metric_bounds.*"
+                                                 r"Try metric_bounds=\[0,1\].*or ivr_mixture=false"):
+        MultiversePolicy(SPACE_2D, PolicySettings(ivr_mixture=True, **settings))
