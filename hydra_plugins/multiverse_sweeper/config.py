@@ -71,8 +71,9 @@ class MultiverseSweeperConf:
     # ivr: weight the integrated variance by 1 + w * (slope of the fit's mean) / (its mean slope), so trials go
     # where a stationary GP's map errs most (cliffs, steep edges); 0: plain IVR (Bell et al. 2022)
     ivr_slope_weight: float = 2.0
-    # ivr with metric_bounds: choose by IVR over the posterior mixture the maps are drawn with (up to 100
-    # results), each member's variance in the metric's units (refused without bounds); false: the raw fit chooses
+    # ivr with metric_bounds: choose by IVR over the raw fit (half) and the posterior mixture the maps are drawn
+    # with (up to 100 results), each one's variance in the metric's units (refused without bounds); false: the raw
+    # fit alone chooses
     ivr_mixture: bool = False
     kernel: str = "matern52-ard"  # matern52-ard | matern52 | rbf-ard | rbf (continuous dims)
     coregion_rank: int = 1  # rank of W in each categorical dim's B = W W^T + diag(kappa)

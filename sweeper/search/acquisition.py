@@ -82,9 +82,7 @@ class _Conditioner:
     where column ``i`` of ``U`` is ``cov_i(cand, x_i) / sqrt(var_i(x_i) + noise)``.
     """
 
-    def __init__(
-        self, gp: GPFit, X_cond: NDArray[np.float64], X_cand: NDArray[np.float64], q: int
-    ) -> None:
+    def __init__(self, gp: GPFit, X_cond: NDArray[np.float64], X_cand: NDArray[np.float64], q: int) -> None:
         self.gp = gp
         self.X_cand = X_cand
         self.noise = float(gp.noise_variance)
@@ -187,10 +185,8 @@ def _ivr_from_cov(
     return ivr
 
 
-def _prepare(
-    gp: GPFit, X_cond: NDArray[np.float64], X_cand: NDArray[np.float64],
-    X_mc: NDArray[np.float64], q: int, weights: NDArray[np.float64] | None = None,
-) -> tuple[_Conditioner, NDArray[np.float64]]:
+def _prepare(gp: GPFit, X_cond: NDArray[np.float64], X_cand: NDArray[np.float64], X_mc: NDArray[np.float64], q: int,
+             weights: NDArray[np.float64] | None = None) -> tuple[_Conditioner, NDArray[np.float64]]:
     X_cand = np.asarray(X_cand, dtype=np.float64)
     if X_cand.ndim != 2 or X_cand.shape[0] < 1:
         raise ValueError(f"X_cand must have shape (c, d) with c >= 1; got shape {X_cand.shape}")
@@ -290,27 +286,31 @@ def select_mixture_ivr_batch(
     X_mc: NDArray[np.float64],
     q: int,
     weights: Sequence[NDArray[np.float64]],
+    shares: Sequence[float] | None = None,
 ) -> BatchSelection:
-    """:func:`select_ivr_batch` for a mixture of GPs: each pick maximises the members' mean weighted IVR.
+    """:func:`select_ivr_batch` for a mixture of GPs: each pick maximises the members' weighted mean IVR.
 
-    IVR integrated over the hyperparameters' posterior (its draws are the members): the batch shrinks
-    the variance of the model the maps are drawn with. Member ``i``'s IVR is ``int weights[i](u)
-    [var_n(u) - var_{n+x}(u)] du``, the weights as given (not relative to their mean), so a member
-    whose variance means more of the metric counts more; each conditions on ``X_cond`` and the
-    earlier picks exactly. NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md
+    IVR integrated over a mixture of models (posterior draws, and any fit given a share): member ``i``'s
+    IVR, ``int weights[i](u) [var_n(u) - var_{n+x}(u)] du`` with the weights as given (not relative to their
+    mean, so a member whose variance means more of the metric counts more), enters with ``shares[i]``
+    (None: ``1 / len(members)`` each). Each member conditions on ``X_cond`` and the earlier picks exactly.
+    NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md, docs/decisions/0071-mixture-ivr-keeps-the-raw-fit.md
 
     Raises:
-        ValueError: If shapes disagree, ``q`` is out of range, there is no member, or a member's
-            weights are not one positive finite number per integration point.
+        ValueError: If shapes disagree, ``q`` is out of range, there is no member, or a member's weights
+            (one positive finite number per integration point) or share (positive, finite) are not.
     """
     if len(members) < 1 or len(weights) != len(members):
         raise ValueError(f"need one weight vector per member, and a member; got {len(members)} and {len(weights)}")
+    shares = [1.0 / len(members)] * len(members) if shares is None else [float(x) for x in shares]
+    if len(shares) != len(members) or not all(np.isfinite(x) and x > 0 for x in shares):
+        raise ValueError(f"need one positive finite share per member; got {shares} for {len(members)} members")
     c = np.asarray(X_cand).shape[0]
     _check_batch(q, c)
     parts = []
-    for member, w in zip(members, weights, strict=True):
+    for member, w, share in zip(members, weights, shares, strict=True):
         cond, C = _prepare(member, X_cond, X_cand, X_mc, q, w)
-        parts.append((cond, C, float(np.mean(w)) / len(members)))
+        parts.append((cond, C, float(np.mean(w)) * share))
     return _greedy_ivr(parts, c, q)
 
 

@@ -43,6 +43,10 @@ WARM_RESTARTS = 2
 #: ``TAG_MEMBERS`` draws (:func:`bounded_tagger`).
 TAG_MIXTURE_MAX_TRIALS = 100
 TAG_MEMBERS = 16
+#: With ``ivr_mixture``, the raw fit's share of the IVR summed over it and the bounded mixture's members: without it
+#: the warp's delta method leaves a plateau near a bound almost unsampled (the demo's top plateau).
+#: NOTE: docs/decisions/0071-mixture-ivr-keeps-the-raw-fit.md
+RAW_FIT_SHARE = 0.5
 
 Points = NDArray[np.float64]
 
@@ -145,9 +149,11 @@ class IVRBatch(GPBatchStep):
         """IVR over integration points that give every category combination an equal share, the variance
         weighted by the slope of the fit's mean (``ivr_slope_weight``); with ``ivr_local_search``, local
         candidates around the best Sobol ones join the Sobol candidates. With ``ivr_mixture`` and a
-        mixture tagging (a bounded metric), IVR is summed over its members, each member's variance in
-        the metric's units (:func:`sweeper.search.slope_weights.metric_variance_weights`), the slope
-        weights kept. NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md"""
+        mixture tagging (a bounded metric), IVR is summed over the raw fit (share ``RAW_FIT_SHARE``) and
+        the mixture's members, each one's variance in the metric's units
+        (:func:`sweeper.search.slope_weights.metric_variance_weights`), the slope weights kept.
+        NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md,
+        docs/decisions/0071-mixture-ivr-keeps-the-raw-fit.md"""
         s, space = self.settings, self.space
         categories = space.categories()
         mc_stream = [*stream, STREAM_INTEGRATION]
@@ -160,9 +166,10 @@ class IVRBatch(GPBatchStep):
             cand = np.vstack([cand, space.to_unit(space.from_unit(local))])
         if s.ivr_mixture and isinstance(tagger, GPEnsemble):
             base = np.ones(X_mc.shape[0]) if weights is None else weights
-            members = tagger.members
+            members = [gp, *tagger.members]
+            shares = [RAW_FIT_SHARE] + [(1.0 - RAW_FIT_SHARE) / len(tagger.members)] * len(tagger.members)
             return cand, select_mixture_ivr_batch(members, X_asked, cand, X_mc, size,
-                                                  [base * metric_variance_weights(m, X_mc) for m in members])
+                                                  [base * metric_variance_weights(m, X_mc) for m in members], shares)
         return cand, select_ivr_batch(gp, X_asked, cand, X_mc, size, weights)
 
 

@@ -1,5 +1,6 @@
 """IVR over a bounded metric's posterior mixture (``ivr_mixture``): the greedy batch, the members'
-metric-unit weights, and where the policy uses it. NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md"""
+metric-unit weights, the raw fit's share, and where the policy uses it.
+NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md, docs/decisions/0071-mixture-ivr-keeps-the-raw-fit.md"""
 
 from __future__ import annotations
 
@@ -35,16 +36,17 @@ def accuracy(X: np.ndarray) -> np.ndarray:
     return 0.3 + 0.69 / (1.0 + np.exp((X[:, 0] - 0.6) / 0.05)) + 0.005 * X[:, 1]
 
 
-def test_each_pick_is_the_argmax_of_the_members_weighted_ivr_given_the_earlier_picks() -> None:
+@pytest.mark.parametrize("shares", [None, [0.8, 0.2]])
+def test_each_pick_is_the_argmax_of_the_members_weighted_ivr_given_the_earlier_picks(shares) -> None:
     X_cond = random_design(12, 2, seed=1)
     members = [member(X_cond, 0.15), member(X_cond, 0.5, noise=1e-2)]
     X_cand, X_mc = random_design(150, 2, seed=2), random_design(200, 2, seed=3)
     weights = [np.full(200, 2.0), 1.0 + 9.0 * (X_mc[:, 0] > 0.5)]
-    batch = select_mixture_ivr_batch(members, X_cond, X_cand, X_mc, 5, weights)
+    batch = select_mixture_ivr_batch(members, X_cond, X_cand, X_mc, 5, weights, shares)
     grown = X_cond
     for k in range(5):
-        total = sum(np.mean(w) / 2 * integrated_variance_reduction(m, grown, X_cand, X_mc, w)
-                    for m, w in zip(members, weights, strict=True))
+        total = sum(np.mean(w) * share * integrated_variance_reduction(m, grown, X_cand, X_mc, w)
+                    for m, w, share in zip(members, weights, shares or [0.5, 0.5], strict=True))
         total[batch.indices[:k]] = -np.inf
         assert np.argmax(total) == batch.indices[k]
         np.testing.assert_allclose(batch.values[k], total[batch.indices[k]], rtol=1e-8)
@@ -75,6 +77,9 @@ def test_a_mixture_without_members_or_with_weights_for_other_members_is_refused(
         select_mixture_ivr_batch([member(X, 0.3)], X, X_cand, X_mc, 2, [np.ones(30), np.ones(30)])
     with pytest.raises(ValueError, match="positive finite"):
         select_mixture_ivr_batch([member(X, 0.3)], X, X_cand, X_mc, 2, [np.zeros(30)])
+    for shares in ([0.0], [math.nan], [0.5, 0.5]):
+        with pytest.raises(ValueError, match="one positive finite share per member"):
+            select_mixture_ivr_batch([member(X, 0.3)], X, X_cand, X_mc, 2, [np.ones(30)], shares)
 
 
 def test_a_members_weights_are_its_variance_in_the_metrics_units() -> None:
@@ -127,7 +132,11 @@ def test_the_mixture_chooses_only_a_bounded_metric_s_points_while_the_mixture_ta
     np.testing.assert_array_equal(default[:8], mixture[:8])  # the Sobol phase
     assert not np.allclose(default[8:], mixture[8:])
     assert len({tuple(x) for x in mixture}) == 16
+    # The raw fit is one part of the sum: given (almost) all of it, it chooses the default's points.
+    monkeypatch.setattr(gp_batch, "RAW_FIT_SHARE", 1.0 - 1e-12)
+    np.testing.assert_array_equal(default, bounded_sweep(**bounds, ivr_mixture=True))
     # Past TAG_MIXTURE_MAX_TRIALS one bounded fit tags the points, and the raw fit chooses again.
+    monkeypatch.setattr(gp_batch, "RAW_FIT_SHARE", 0.5)
     monkeypatch.setattr(gp_batch, "TAG_MIXTURE_MAX_TRIALS", 4)
     np.testing.assert_array_equal(bounded_sweep(**bounds), bounded_sweep(**bounds, ivr_mixture=True))
 
