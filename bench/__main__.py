@@ -14,6 +14,7 @@ BENCHMARKS = {
     "scale": ("bench.scale", "suggestion time and map quality from n = 100 to 5,000 (issue 8.4)"),
     "analysis": ("bench.analysis_speed", "expected_max on 10^6 values, sweeper report on 10,000 trials (8.5)"),
     "fidelity": ("bench.fidelity", "report curve and multiverse maps against the truth of real ML maps (issue 15)"),
+    "demo-figures": ("bench.demo_figures", "issue 15's figures of the demo's map over many seeds of its sweep"),
     "calibration": ("bench.calibration", "predictive-check verdicts against the truth of real ML maps (issue 32)"),
 }
 

@@ -23,6 +23,7 @@ also on the wine map.
 
     python -m bench calibration                 # 4 maps x 2 bound settings x 5 seeds (~20 min on 2 cores)
     python -m bench calibration --smoke         # the wine map, bounded, one seed
+    python -m bench calibration --bounds bounded --policy ivr_mixture=true --results-name calibration_mixture
 """
 
 from __future__ import annotations
@@ -52,28 +53,41 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--maps", nargs="+", default=[m for m in MAPS if m not in HELD_OUT], choices=list(MAPS))
     parser.add_argument("--seeds", type=int, default=5, help="sweep seeds 0..S-1 (default 5)")
     parser.add_argument("--trials", type=int, default=32)
+    parser.add_argument("--bounds", choices=("both", "bounded", "unbounded"), default="both",
+                        help="sweep each map with its bounds [0, 1], without, or both (default)")
+    parser.add_argument("--policy", nargs="*", default=[], metavar="KEY=VALUE",
+                        help="PolicySettings overrides (JSON values) for every sweep, e.g. ivr_mixture=true "
+                             "(with --bounds bounded)")
+    parser.add_argument("--results-name", default=None, metavar="NAME",
+                        help="bench/results/NAME.md/.json (default calibration, calibration_smoke with --smoke)")
     parser.add_argument("--smoke", action="store_true", help="the wine map, bounded, one seed: a check that it runs")
 
 
 def run(args: argparse.Namespace) -> None:
-    settings = [(name, bounds, seed) for name in args.maps for bounds in (False, True) for seed in range(args.seeds)]
+    from bench.efficiency import policy_overrides
+
+    overrides = policy_overrides(args.policy)
+    kinds = {"both": (False, True), "bounded": (True,), "unbounded": (False,)}[args.bounds]
+    settings = [(name, bounds, seed) for name in args.maps for bounds in kinds for seed in range(args.seeds)]
     if args.smoke:
         settings = [("wine", True, 0)]
         args.trials = 16
     rows = []
     for name, bounds, seed in settings:
-        rows.append(one(name, bounds, seed, args.trials))
+        rows.append(one(name, bounds, seed, args.trials, overrides))
         r = rows[-1]
         print(f"{name} {'bounded' if bounds else 'unbounded'} seed {seed}: map {r['map_coverage']:.1%}, verdict "
               f"{r['verdict']} (loo {r['loo']}, loco {r['loco']}, prospective {r['prospective']}), predictions "
               f"{r['prediction_coverage95']:.0%}, curve in band {r['curve_in_band']:.0%}, {r['seconds']:.0f} s",
               flush=True)
-    write_results("calibration_smoke" if args.smoke else "calibration", calibration_markdown(rows),
-                  {"settings": {k: str(v) for k, v in vars(args).items()}, "rows": rows})
+    write_results(args.results_name or ("calibration_smoke" if args.smoke else "calibration"),
+                  calibration_markdown(rows), {"settings": {k: str(v) for k, v in vars(args).items()}, "rows": rows})
 
 
-def sweep(name: str, bounds: bool, seed: int, n: int, workers: int = 2) -> list[dict[str, Any]]:
-    """The policy's trials on map ``name``, two in flight as on a 2-core machine, in the order they finish."""
+def sweep(name: str, bounds: bool, seed: int, n: int, workers: int = 2,
+          overrides: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """The policy's trials on map ``name``, two in flight as on a 2-core machine, in the order they finish;
+    ``overrides``: more PolicySettings fields."""
     from bench.ml_maps import MAPS, truth_at
     from sweeper.search.policy import MultiversePolicy
     from sweeper.search.settings import PolicySettings
@@ -81,7 +95,7 @@ def sweep(name: str, bounds: bool, seed: int, n: int, workers: int = 2) -> list[
     clock = [0.0]  # simulated seconds: trials of minutes, so the policy always re-plans, whatever the machine's load
     policy = MultiversePolicy(MAPS[name].space, PolicySettings(
         strategy="ivr", num_trials=n, n_initial=8, batch_size=8, seed=seed,
-        metric_bounds=[0.0, 1.0] if bounds else None), clock=lambda: clock[0])
+        metric_bounds=[0.0, 1.0] if bounds else None, **(overrides or {})), clock=lambda: clock[0])
     pending, done = [], []
     while True:
         while len(pending) < workers and (s := policy.ask()) is not None:
@@ -103,7 +117,7 @@ def grid_truth(name: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     return np.array(list(itertools.product(*axes))), values.reshape(-1)
 
 
-def one(name: str, bounds: bool, seed: int, n: int) -> dict[str, Any]:
+def one(name: str, bounds: bool, seed: int, n: int, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
     from bench.ml_maps import MAPS, true_curve
     from sweeper.analysis.multiverse import fit_multiverse
     from sweeper.report.surrogate import surrogate_curve
@@ -111,7 +125,7 @@ def one(name: str, bounds: bool, seed: int, n: int) -> dict[str, Any]:
     from sweeper.search.warping import MetricBounds
 
     started = time.perf_counter()
-    trials = sweep(name, bounds, seed, n)
+    trials = sweep(name, bounds, seed, n, overrides=overrides)
     space = MAPS[name].space
     X = np.array([t["x"] for t in trials])
     y = np.array([t["y"] for t in trials])
