@@ -1,18 +1,16 @@
 """Acquisition functions over a fitted GP: integrated variance reduction and batch UCB.
 
-Everything here is vectorised numpy/scipy on the *standardised* scale of a
-:class:`sweeper.search.gp.GPFit`, and uses only ``gp.kernel``, ``gp.kernel_diag``,
-``gp.noise_variance`` and ``gp.predict`` (plus, where present, ``gp.X`` and
+Everything here is vectorised numpy/scipy on the *standardised* scale of a :class:`sweeper.search.gp.GPFit`, and uses
+only ``gp.kernel``, ``gp.kernel_diag``, ``gp.noise_variance`` and ``gp.predict`` (plus, where present, ``gp.X`` and
 ``gp.cholesky``, to reuse the fit's factor at large n), so a GP can be mocked in tests.
 
-IMPORTANT: the posterior covariance of a GP does not depend on the observed values
-``y``. Integrated variance reduction therefore conditions *exactly* on every point in
-``X_cond`` -- finished, failed and still-pending trials alike -- and a greedy batch is
-built by conditioning on each pick in turn (rank-one updates), with no "hallucinated"
-outcomes needed. The UCB batch uses the same updates for its exploration term, which is
-GP-BUCB's hallucination of the pending observations. IVR's optional weights over the
-integration points (:func:`sweeper.search.slope_weights.slope_weights`) are computed once per batch from the fit's mean
-on the finished results; the variance they weight is still conditioned exactly.
+IMPORTANT: the posterior covariance of a GP does not depend on the observed values ``y``. Integrated variance
+reduction therefore conditions *exactly* on every point in ``X_cond`` -- finished, failed and still-pending trials
+alike -- and a greedy batch is built by conditioning on each pick in turn (rank-one updates), with no "hallucinated"
+outcomes needed. The UCB batch uses the same updates for its exploration term, which is GP-BUCB's hallucination of
+the pending observations. IVR's optional weights over the integration points
+(:func:`sweeper.search.slope_weights.slope_weights`) are computed once per batch from the fit's mean on the finished
+results; the variance they weight is still conditioned exactly.
 
 References:
     Seo, S., Wallat, M., Graepel, T., & Obermayer, K. (2000). Gaussian process regression:
@@ -177,9 +175,7 @@ def _check_batch(q: int, c: int) -> None:
         raise ValueError(f"batch size q must be in [1, {c}] (the number of candidates); got {q!r}")
 
 
-def _ivr_from_cov(
-    C: NDArray[np.float64], var: NDArray[np.float64], noise: float
-) -> NDArray[np.float64]:
+def _ivr_from_cov(C: NDArray[np.float64], var: NDArray[np.float64], noise: float) -> NDArray[np.float64]:
     # IVR(x) = (1/m) sum_j cov(x_j, x)^2 / (var(x) + noise)            (m, c) -> (c,)
     ivr: NDArray[np.float64] = np.einsum("ij,ij->j", C, C) / (C.shape[0] * (var + noise))
     return ivr
@@ -283,7 +279,7 @@ def select_mixture_ivr_batch(
     members: Sequence[GPFit],
     X_cond: NDArray[np.float64],
     X_cand: NDArray[np.float64],
-    X_mc: NDArray[np.float64],
+    X_mc: NDArray[np.float64] | Sequence[NDArray[np.float64]],
     q: int,
     weights: Sequence[NDArray[np.float64]],
     shares: Sequence[float] | None = None,
@@ -294,22 +290,25 @@ def select_mixture_ivr_batch(
     IVR, ``int weights[i](u) [var_n(u) - var_{n+x}(u)] du`` with the weights as given (not relative to their
     mean, so a member whose variance means more of the metric counts more), enters with ``shares[i]``
     (None: ``1 / len(members)`` each). Each member conditions on ``X_cond`` and the earlier picks exactly.
+    ``X_mc`` is one integration set for every member, or one per member (its weights on its own set).
     NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md, docs/decisions/0071-mixture-ivr-keeps-the-raw-fit.md
 
     Raises:
         ValueError: If shapes disagree, ``q`` is out of range, there is no member, or a member's weights
             (one positive finite number per integration point) or share (positive, finite) are not.
     """
-    if len(members) < 1 or len(weights) != len(members):
-        raise ValueError(f"need one weight vector per member, and a member; got {len(members)} and {len(weights)}")
+    mcs = [X_mc] * len(members) if isinstance(X_mc, np.ndarray) else list(X_mc)
+    if len(members) < 1 or len(weights) != len(members) or len(mcs) != len(members):
+        raise ValueError(f"need one weight vector per member (and one integration set, if a list), and a member; "
+                         f"got {len(members)}, {len(weights)} and {len(mcs)}")
     shares = [1.0 / len(members)] * len(members) if shares is None else [float(x) for x in shares]
     if len(shares) != len(members) or not all(np.isfinite(x) and x > 0 for x in shares):
         raise ValueError(f"need one positive finite share per member; got {shares} for {len(members)} members")
     c = np.asarray(X_cand).shape[0]
     _check_batch(q, c)
     parts = []
-    for member, w, share in zip(members, weights, shares, strict=True):
-        cond, C = _prepare(member, X_cond, X_cand, X_mc, q, w)
+    for member, w, share, points in zip(members, weights, shares, mcs, strict=True):
+        cond, C = _prepare(member, X_cond, X_cand, points, q, w)
         parts.append((cond, C, float(np.mean(w)) * share))
     return _greedy_ivr(parts, c, q)
 

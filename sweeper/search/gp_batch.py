@@ -47,6 +47,11 @@ TAG_MEMBERS = 16
 #: the warp's delta method leaves a plateau near a bound almost unsampled (the demo's top plateau).
 #: NOTE: docs/decisions/0071-mixture-ivr-keeps-the-raw-fit.md
 RAW_FIT_SHARE = 0.5
+#: With ``ivr_mixture``, the mixture's members integrate over this many first points of IVR's integration set (a
+#: Sobol prefix: still space-filling, and balanced per block of category combinations), the raw fit over all of them:
+#: a third of the cost, and maps as good or better.
+#: NOTE: docs/decisions/0074-mixture-members-integrate-over-fewer-points.md
+MEMBER_INTEGRATION = 256
 
 Points = NDArray[np.float64]
 
@@ -150,8 +155,8 @@ class IVRBatch(GPBatchStep):
         weighted by the slope of the fit's mean (``ivr_slope_weight``); with ``ivr_local_search``, local
         candidates around the best Sobol ones join the Sobol candidates. With ``ivr_mixture`` and a
         mixture tagging (a bounded metric), IVR is summed over the raw fit (share ``RAW_FIT_SHARE``) and
-        the mixture's members, each one's variance in the metric's units
-        (:func:`sweeper.search.slope_weights.metric_variance_weights`), the slope weights kept.
+        the mixture's members (over the first ``MEMBER_INTEGRATION`` integration points), each one's variance in
+        the metric's units (:func:`sweeper.search.slope_weights.metric_variance_weights`), the slope weights kept.
         NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md,
         docs/decisions/0071-mixture-ivr-keeps-the-raw-fit.md"""
         s, space = self.settings, self.space
@@ -168,8 +173,10 @@ class IVRBatch(GPBatchStep):
             base = np.ones(X_mc.shape[0]) if weights is None else weights
             members = [gp, *tagger.members]
             shares = [RAW_FIT_SHARE] + [(1.0 - RAW_FIT_SHARE) / len(tagger.members)] * len(tagger.members)
-            return cand, select_mixture_ivr_batch(members, X_asked, cand, X_mc, size,
-                                                  [base * metric_variance_weights(m, X_mc) for m in members], shares)
+            mcs = [X_mc] + [X_mc[:MEMBER_INTEGRATION]] * len(tagger.members)
+            bases = [base] + [base[:MEMBER_INTEGRATION]] * len(tagger.members)
+            weighted = [b * metric_variance_weights(m, x) for m, x, b in zip(members, mcs, bases, strict=True)]
+            return cand, select_mixture_ivr_batch(members, X_asked, cand, mcs, size, weighted, shares)
         return cand, select_ivr_batch(gp, X_asked, cand, X_mc, size, weights)
 
 

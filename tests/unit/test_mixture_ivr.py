@@ -36,17 +36,21 @@ def accuracy(X: np.ndarray) -> np.ndarray:
     return 0.3 + 0.69 / (1.0 + np.exp((X[:, 0] - 0.6) / 0.05)) + 0.005 * X[:, 1]
 
 
-@pytest.mark.parametrize("shares", [None, [0.8, 0.2]])
-def test_each_pick_is_the_argmax_of_the_members_weighted_ivr_given_the_earlier_picks(shares) -> None:
+@pytest.mark.parametrize(("shares", "second_points"), [(None, 200), ([0.8, 0.2], 200), ([0.8, 0.2], 48)])
+def test_each_pick_is_the_argmax_of_the_members_weighted_ivr_given_the_earlier_picks(shares, second_points) -> None:
+    """Also where the second member integrates over its own set, the first 48 of the 200 points (the option's
+    members integrate over a prefix, gp_batch.MEMBER_INTEGRATION)."""
     X_cond = random_design(12, 2, seed=1)
     members = [member(X_cond, 0.15), member(X_cond, 0.5, noise=1e-2)]
     X_cand, X_mc = random_design(150, 2, seed=2), random_design(200, 2, seed=3)
-    weights = [np.full(200, 2.0), 1.0 + 9.0 * (X_mc[:, 0] > 0.5)]
-    batch = select_mixture_ivr_batch(members, X_cond, X_cand, X_mc, 5, weights, shares)
+    mcs = [X_mc, X_mc[:second_points]]
+    weights = [np.full(200, 2.0), 1.0 + 9.0 * (mcs[1][:, 0] > 0.5)]
+    batch = select_mixture_ivr_batch(members, X_cond, X_cand, X_mc if second_points == 200 else mcs, 5, weights,
+                                     shares)
     grown = X_cond
     for k in range(5):
-        total = sum(np.mean(w) * share * integrated_variance_reduction(m, grown, X_cand, X_mc, w)
-                    for m, w, share in zip(members, weights, shares or [0.5, 0.5], strict=True))
+        total = sum(np.mean(w) * share * integrated_variance_reduction(m, grown, X_cand, points, w)
+                    for m, w, share, points in zip(members, weights, shares or [0.5, 0.5], mcs, strict=True))
         total[batch.indices[:k]] = -np.inf
         assert np.argmax(total) == batch.indices[k]
         np.testing.assert_allclose(batch.values[k], total[batch.indices[k]], rtol=1e-8)
@@ -75,6 +79,8 @@ def test_a_mixture_without_members_or_with_weights_for_other_members_is_refused(
         select_mixture_ivr_batch([], X, X_cand, X_mc, 2, [])
     with pytest.raises(ValueError, match="one weight vector per member"):
         select_mixture_ivr_batch([member(X, 0.3)], X, X_cand, X_mc, 2, [np.ones(30), np.ones(30)])
+    with pytest.raises(ValueError, match="one integration set"):
+        select_mixture_ivr_batch([member(X, 0.3)], X, X_cand, [X_mc, X_mc], 2, [np.ones(30)])
     with pytest.raises(ValueError, match="positive finite"):
         select_mixture_ivr_batch([member(X, 0.3)], X, X_cand, X_mc, 2, [np.zeros(30)])
     for shares in ([0.0], [math.nan], [0.5, 0.5]):
@@ -132,6 +138,12 @@ def test_the_mixture_chooses_only_a_bounded_metric_s_points_while_the_mixture_ta
     np.testing.assert_array_equal(default[:8], mixture[:8])  # the Sobol phase
     assert not np.allclose(default[8:], mixture[8:])
     assert len({tuple(x) for x in mixture}) == 16
+    # The members integrate over a prefix of the integration set (here all 128 points): a shorter one changes the
+    # members' part of the sum, so the batch.
+    monkeypatch.setattr(gp_batch, "MEMBER_INTEGRATION", 16)
+    prefix = bounded_sweep(**bounds, ivr_mixture=True)
+    assert not np.array_equal(prefix[8:], mixture[8:]) and len({tuple(x) for x in prefix}) == 16
+    monkeypatch.setattr(gp_batch, "MEMBER_INTEGRATION", 256)
     # The raw fit is one part of the sum: given (almost) all of it, it chooses the default's points.
     monkeypatch.setattr(gp_batch, "RAW_FIT_SHARE", 1.0 - 1e-12)
     np.testing.assert_array_equal(default, bounded_sweep(**bounds, ivr_mixture=True))
