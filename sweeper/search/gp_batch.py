@@ -158,7 +158,8 @@ class IVRBatch(GPBatchStep):
         the mixture's members (over the first ``MEMBER_INTEGRATION`` integration points), each one's variance in
         the metric's units (:func:`sweeper.search.slope_weights.metric_variance_weights`), the slope weights kept.
         NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md,
-        docs/decisions/0071-mixture-ivr-keeps-the-raw-fit.md"""
+        docs/decisions/0071-mixture-ivr-keeps-the-raw-fit.md,
+        docs/decisions/0075-metric-variance-over-the-members-doubt.md"""
         s, space = self.settings, self.space
         categories = space.categories()
         mc_stream = [*stream, STREAM_INTEGRATION]

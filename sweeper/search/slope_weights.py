@@ -19,6 +19,10 @@ if TYPE_CHECKING:
 #: :func:`metric_variance_weights` stay within ``exp(+-_LOG_WEIGHT_LIMIT)``: finite, positive, and a sum of
 #: 1024 of them times a slope weight still finite.
 _LOG_WEIGHT_LIMIT = 600.0
+#: A member's sd (in units of its ``y_std``) below which a point counts as known: its weight is the delta method's.
+_KNOWN_SD = 1e-12
+#: The least variance ratio taken in logs (a metric variance of exactly 0: every node on the bound).
+_TINY = 1e-300
 
 
 def slope_weights(gp: GPFit, X_mc: NDArray[np.float64], strength: float, step: float = 1e-3) -> NDArray[np.float64]:
@@ -63,17 +67,28 @@ def slope_weights(gp: GPFit, X_mc: NDArray[np.float64], strength: float, step: f
 def metric_variance_weights(member: GPFit, X_mc: NDArray[np.float64]) -> NDArray[np.float64]:
     """Each integration point's weight that turns a member's standardised variance into the metric's units.
 
-    ``(y_std * dy/dg)^2`` at the member's mean ``g`` on its modelled scale: the delta method for
-    ``y = warp^{-1}(g)``, with ``dy/dg = 1 / warp'(y)``. Without a warp it is ``y_std^2`` everywhere.
-    Summing IVR over a bounded mixture's members with these weights counts the variance each leaves
-    on the scale the maps are drawn on: near a bound, where the warp stretches, a large modelled
-    variance is a small one of the metric. NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md
+    ``y_std^2 * Var[y] / Var[g]`` for the member's predictive ``g ~ N(m, s^2)`` on its modelled scale and
+    ``y = warp^{-1}(g)``: the variance of the metric over the member's doubt, by 32-node Gauss-Hermite
+    (:meth:`sweeper.search.warping.OutputWarp.moments`, as the maps' sd is computed), per unit of the
+    modelled variance. Where ``s`` is nil it is the delta method's ``(y_std * dy/dg)^2`` at ``m``, with
+    ``dy/dg = 1 / warp'(y)``; without a warp it is ``y_std^2`` everywhere. Summing IVR over a bounded
+    mixture's members with these weights counts the variance each leaves on the scale the maps are drawn
+    on: near a bound, where the warp stretches, a small modelled variance is a small one of the metric.
+    Not the delta method alone: at a mean near the bound it counts a point the member knows little about
+    as nearly known (its slope there is flat, though ``g`` may well lie where the warp is steep), so a
+    plateau near the bound went undersampled and its band too narrow to hold the truth.
+    NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md,
+    docs/decisions/0075-metric-variance-over-the-members-doubt.md
     """
     X_mc = np.asarray(X_mc, dtype=np.float64)
     log_scale = np.full(X_mc.shape[0], 2.0 * np.log(float(member.y_std)))
     if member.warp is not None:
-        g, _ = member.predict_warped(X_mc)
-        log_scale -= 2.0 * member.warp.log_jacobian(member.warp.inverse(g))
+        g, sd = member.predict_warped(X_mc)
+        _, metric_sd = member.warp.moments(g, sd)
+        known = sd <= _KNOWN_SD * float(member.y_std)
+        ratio = (metric_sd / np.where(known, 1.0, sd)) ** 2
+        slope = np.exp(-2.0 * member.warp.log_jacobian(member.warp.inverse(g)))
+        log_scale += np.log(np.maximum(np.where(known, slope, ratio), _TINY))
     # In logs, and kept within e^+-600: an extreme warp's slope neither overflows nor vanishes (IVR needs w > 0).
     weights: NDArray[np.float64] = np.exp(np.clip(log_scale, -_LOG_WEIGHT_LIMIT, _LOG_WEIGHT_LIMIT))
     return weights

@@ -1,6 +1,7 @@
 """IVR over a bounded metric's posterior mixture (``ivr_mixture``): the greedy batch, the members'
 metric-unit weights, the raw fit's share, and where the policy uses it.
-NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md, docs/decisions/0071-mixture-ivr-keeps-the-raw-fit.md"""
+NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md, docs/decisions/0071-mixture-ivr-keeps-the-raw-fit.md,
+docs/decisions/0075-metric-variance-over-the-members-doubt.md"""
 
 from __future__ import annotations
 
@@ -88,26 +89,36 @@ def test_a_mixture_without_members_or_with_weights_for_other_members_is_refused(
             select_mixture_ivr_batch([member(X, 0.3)], X, X_cand, X_mc, 2, [np.ones(30)], shares)
 
 
-def test_a_members_weights_are_its_variance_in_the_metrics_units() -> None:
-    X = sobol_design(16, 2, seed=7)
+def metric_weights_and_slope(X: np.ndarray) -> tuple[GPFit, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """A bounded fit of :func:`accuracy` on ``X``, its weights, modelled sd, mean metric and delta-method weights."""
     fit = fit_bounded_gp(X, accuracy(X), MetricBounds(0.0, 1.0), seed=0, n_restarts=2)
     X_mc = sobol_design(64, 2, seed=8)
-    w = metric_variance_weights(fit, X_mc)
     g, sd = fit.predict_warped(X_mc)
-    y = fit.warp.inverse(g)
-    inside = (y > 0.02) & (y < 0.98)  # away from where inverse() snaps onto a bound
     h = 1e-5 * fit.y_std
     slope = (fit.warp.inverse(g + h) - fit.warp.inverse(g - h)) / (2 * h)
-    np.testing.assert_allclose(w[inside], (fit.y_std * slope[inside]) ** 2, rtol=1e-4)
-    # The delta method: the modelled sd in the metric's units is about the predictive sd there.
-    _, metric_sd = fit.predict(X_mc)
-    small = sd < 0.1 * fit.y_std
-    np.testing.assert_allclose(np.sqrt(w[small & inside]) * sd[small & inside] / fit.y_std,
-                               metric_sd[small & inside], rtol=0.1)
+    # Monte Carlo of the metric's variance over the member's predictive: the weight times the standardised variance.
+    w = metric_variance_weights(fit, X_mc)
+    draws = fit.warp.inverse(g[:, None] + sd[:, None] * np.random.default_rng(0).standard_normal((64, 20000)))
+    np.testing.assert_allclose(w * (sd / fit.y_std) ** 2, draws.var(axis=1), rtol=0.05, atol=1e-12)
+    return fit, w, sd, fit.warp.inverse(g), (fit.y_std * slope) ** 2
+
+
+def test_a_members_weights_are_the_metrics_variance_over_its_doubt_per_unit_of_modelled_variance() -> None:
+    fit, w, sd, y, delta = metric_weights_and_slope(sobol_design(16, 2, seed=7))
+    # Where the member is sure, it is the delta method: (y_std dy/dg)^2 at the mean.
+    sure = (sd < 0.02 * fit.y_std) & (y > 0.02) & (y < 0.98)  # away from where inverse() snaps onto a bound
+    assert sure.sum() >= 3
+    np.testing.assert_allclose(w[sure], delta[sure], rtol=0.02)
     # The plateau near 1 is squeezed by the warp: its variance means far less of the metric than the cliff's.
     assert np.median(w[y > 0.97]) < 0.1 * np.median(w[(y > 0.4) & (y < 0.8)])
-    unwarped = member(X, 0.3)
-    assert np.array_equal(metric_variance_weights(unwarped, X_mc), np.full(64, unwarped.y_std ** 2))
+    # Trials on the left only: where the member is unsure and its mean near a bound, the delta method would call
+    # the point nearly known (the warp's slope is flat there); the metric's variance over the doubt does not.
+    fit, w, sd, y, delta = metric_weights_and_slope(sobol_design(8, 2, seed=7) * np.array([0.6, 1.0]))
+    doubtful = (np.minimum(y, 1.0 - y) < 0.15) & (sd > 0.8 * fit.y_std)
+    assert doubtful.sum() >= 3 and np.all(w[doubtful] > 1.3 * delta[doubtful])
+    unwarped = member(sobol_design(16, 2, seed=7), 0.3)
+    assert np.array_equal(metric_variance_weights(unwarped, sobol_design(64, 2, seed=8)),
+                          np.full(64, unwarped.y_std ** 2))
 
 
 def test_weights_stay_finite_and_positive_for_a_metric_of_any_size_so_the_batch_is_still_chosen() -> None:
