@@ -158,6 +158,11 @@ def unpack(theta: NDArray[np.float64], gp: GPFit) -> tuple[tuple[KernelTerm, ...
     return tuple(terms), noise, warp, tuple(inputs)
 
 
+def shortest_lengthscale(theta: NDArray[np.float64], gp: GPFit) -> float:
+    """The shortest lengthscale of any term of ``theta`` (laid out like ``gp``), or inf without one."""
+    return min((float(np.min(t.lengthscales)) for t in unpack(theta, gp)[0] if t.columns), default=math.inf)
+
+
 def parameter_names(gp: GPFit) -> list[str]:
     names: list[str] = []
     for t, term in enumerate(gp.terms):

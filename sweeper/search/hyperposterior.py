@@ -42,10 +42,9 @@ the way from the best trial to it is 2 sd away). Values at the best trial sit ``
 ceiling. The draws of ``s`` mix a saturating map with a free one, and the curve's band carries
 that doubt. Because that posterior can have two modes, ``CHAINS`` chains run, from the fit and
 from jittered starts with the ceiling spread over its prior, and their draws are pooled. A
-chain stranded in a mode of negligible mass (a white-noise fit: one lengthscale at its floor,
-its draws' log posterior 12-20 nats below the other chains') would get a quarter of the
-mixture and draw a flat map, so it is sampled again from the best chain (Yao, Vehtari &
-Gelman 2022: chains that do not mix are not to be weighted equally).
+chain stranded in a mode of negligible mass, or in a white-noise mode (a lengthscale below
+BoTorch's floor: a flat map with a spike at each trial), would get a quarter of the mixture,
+so it is sampled again from the best chain (:func:`_restart_stranded`).
 
 Without declared bounds the analysis keeps the single maximum-likelihood fit (``kept=1``):
 the priors above describe real ML maps (bounded, rough at small scales), and on a smooth
@@ -99,6 +98,7 @@ from sweeper.search.hyper_vector import (
     has_ceiling,
     pack,
     parameter_slots,
+    shortest_lengthscale,
     unpack,
 )
 from sweeper.search.kernels import category_labels
@@ -117,6 +117,11 @@ CEILING_STARTS = (-2.0, -1.0, 1.0)
 #: A chain whose draws' mean log posterior is this far below the best chain's is sampled again (see
 #: :func:`_restart_stranded`), after this many discarded sweeps from the best chain's last draw.
 STRANDED_NATS, RESTART_BURN_IN = 10.0, 10
+#: A chain whose draws' median shortest lengthscale (unit cube, after the input warp) is below this is in
+#: the white-noise mode and is sampled again, with this as a floor: BoTorch's floor under the same prior
+#: (``GreaterThan(2.5e-2)`` in ``get_covar_module_with_dim_scaled_prior``).
+#: NOTE: docs/decisions/0076-white-noise-chains.md
+WHITE_NOISE_LENGTHSCALE = 2.5e-2
 
 
 def members_for(n: int) -> int:
@@ -262,7 +267,7 @@ def sample_members(gp: GPFit, *, seed: int | Sequence[int] | np.random.Generator
     chains = [slice_sample(logp, start, rng, kept=count)
               for start, count in zip(_chain_starts(gp, theta0, logp, rng), _split(kept, CHAINS), strict=True)
               if count > 0]
-    draws = np.vstack(_restart_stranded(chains, logp, rng))
+    draws = np.vstack(_restart_stranded(chains, logp, rng, lambda theta: shortest_lengthscale(theta, gp)))
     members = []
     for theta in draws:
         terms, noise, warp, inputs = unpack(theta, gp)
@@ -274,22 +279,39 @@ def sample_members(gp: GPFit, *, seed: int | Sequence[int] | np.random.Generator
 
 
 def _restart_stranded(chains: list[NDArray[np.float64]], logp: Callable[[NDArray[np.float64]], float],
-                      rng: np.random.Generator) -> list[NDArray[np.float64]]:
-    """The chains, each one stranded in a mode of negligible mass sampled again from the best chain's last draw.
+                      rng: np.random.Generator,
+                      shortest: Callable[[NDArray[np.float64]], float] = lambda theta: math.inf,
+                      ) -> list[NDArray[np.float64]]:
+    """The chains, each one stranded in a mode the map should not be drawn from sampled again from the best
+    other chain's last draw (decisions 0068 and 0076); the mixture keeps its size.
 
-    A chain that starts in a white-noise mode (one lengthscale at the box's floor, the warp making the
-    scores look Gaussian) stays there: its draws' mean log posterior lies 12-20 nats below the other
-    chains' (within one mode, chains differ by 1-3), so that mode's mass is a millionth of theirs, yet
-    pooling chains equally would give it a quarter of the mixture and a flat map. Chains that do not mix
-    should not be weighted equally (Yao, Vehtari & Gelman 2022); a chain more than ``STRANDED_NATS``
-    below the best is replaced by a new one from the best chain's last draw (a short burn-in), so the
-    mixture keeps its size. NOTE: docs/decisions/0068-restart-stranded-chains.md
+    - **Negligible mass.** A chain whose draws' mean log posterior lies more than ``STRANDED_NATS`` below
+      the best chain's (within one mode, chains differ by 1-3 nats) holds a millionth of the mass, yet
+      pooling would give it a quarter of the mixture. Chains that do not mix should not be weighted
+      equally (Yao, Vehtari & Gelman 2022).
+    - **White noise.** A chain whose draws' median ``shortest(theta)`` lengthscale is below
+      ``WHITE_NOISE_LENGTHSCALE`` relates almost no two trials: a flat map, a spike at each trial. On IVR's
+      pairs of trials either side of a cliff that mode can be heavier than the real one (svm, 30 trials: by
+      4 nats, with a better leave-one-out fit too), so only the lengthscale tells them apart. Its new draws
+      stay above that floor. The best chain is the best other; if all are white noise, only the first rule applies.
     """
     mean_logp = [float(np.mean([logp(theta) for theta in draws])) for draws in chains]
-    best = int(np.argmax(mean_logp))
-    return [draws if mean_logp[best] - lp <= STRANDED_NATS
-            else slice_sample(logp, chains[best][-1], rng, burn_in=RESTART_BURN_IN, kept=draws.shape[0])
-            for draws, lp in zip(chains, mean_logp, strict=True)]
+    white = [float(np.median([shortest(theta) for theta in draws])) < WHITE_NOISE_LENGTHSCALE
+             for draws in chains]
+    if all(white):
+        white = [False] * len(chains)
+    best = max((k for k in range(len(chains)) if not white[k]), key=lambda k: mean_logp[k])
+
+    def above_floor(theta: NDArray[np.float64]) -> float:
+        return logp(theta) if shortest(theta) >= WHITE_NOISE_LENGTHSCALE else -math.inf
+
+    stranded = [white[k] or mean_logp[best] - mean_logp[k] > STRANDED_NATS for k in range(len(chains))]
+    if not any(stranded):
+        return chains
+    restart_logp = above_floor if any(white) else logp
+    start = next(theta for theta in chains[best][::-1] if math.isfinite(restart_logp(theta)))
+    return [slice_sample(restart_logp, start, rng, burn_in=RESTART_BURN_IN, kept=draws.shape[0]) if again else draws
+            for draws, again in zip(chains, stranded, strict=True)]
 
 
 def _split(total: int, parts: int) -> list[int]:

@@ -87,8 +87,9 @@ def test_the_single_raw_fit_misses_the_demo_maps_truth(sweeps, truth) -> None:
 def test_no_chain_of_the_mixture_is_stranded_in_a_flat_map(sweeps, monkeypatch) -> None:
     """Seed 2's sweep is one where a chain of the sampler falls into a white-noise mode (one lengthscale at
     the box's floor, 15 nats below the other chains; it drew a flat map): it is sampled again, so every
-    chain of the mixture draws the map. Without the restart the same fit keeps it, which this test checks
-    too, so the sweep still exercises the fault. NOTE: docs/decisions/0068-restart-stranded-chains.md"""
+    chain of the mixture draws the map. Either rule catches it, the mass rule (decision 0068) or the
+    lengthscale rule (0076); without both the same fit keeps it, which this test checks too, so the sweep
+    still exercises the fault."""
     from sweeper.search import hyperposterior
     from sweeper.search.hyper_vector import pack
 
@@ -100,9 +101,12 @@ def test_no_chain_of_the_mixture_is_stranded_in_a_flat_map(sweeps, monkeypatch) 
         mean_logp = [float(np.mean([logp(pack(ensemble.members[i])) for i in rows])) for rows in per_chain]
         return mean_logp, min(float(np.min(m.lengthscales)) for m in ensemble.members)
 
-    mean_logp, shortest = chains(hyperposterior.fit_posterior(X, y, seed=0, bounds=BOUNDS))
+    fitted = hyperposterior.fit_posterior(X, y, seed=0, bounds=BOUNDS)
+    mean_logp, shortest = chains(fitted)
     assert max(mean_logp) - min(mean_logp) <= hyperposterior.STRANDED_NATS and shortest > 0.01, mean_logp
-    monkeypatch.setattr(hyperposterior, "STRANDED_NATS", np.inf)
+    monkeypatch.setattr(hyperposterior, "STRANDED_NATS", np.inf)  # the lengthscale rule alone catches it too
+    assert chains(hyperposterior.fit_posterior(X, y, seed=0, bounds=BOUNDS))[1] > 0.01
+    monkeypatch.setattr(hyperposterior, "WHITE_NOISE_LENGTHSCALE", 0.0)
     mean_logp, shortest = chains(hyperposterior.fit_posterior(X, y, seed=0, bounds=BOUNDS))
     assert max(mean_logp) - min(mean_logp) > 10.0 and shortest < 0.01, mean_logp
 

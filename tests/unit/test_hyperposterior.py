@@ -15,6 +15,7 @@ from sweeper.search.gp import GPFit
 from sweeper.search.hyperposterior import (
     KEPT,
     STRANDED_NATS,
+    WHITE_NOISE_LENGTHSCALE,
     _restart_stranded,
     fit_posterior,
     members_for,
@@ -325,3 +326,31 @@ def test_a_chain_stranded_in_a_mode_of_negligible_mass_is_sampled_again() -> Non
     assert chains[0] is main and chains[1] is near
     assert chains[2].shape == (12, 1) and np.all(np.abs(chains[2]) < 2.0)
     assert STRANDED_NATS < 25.0
+
+
+def white_noise_density(x: np.ndarray) -> float:
+    """A 1-d density over a log lengthscale: a real mode at 0.2 and a white-noise mode at 0.007, 4 nats heavier
+    (as on IVR's first 30 points of the svm map, decision 0076)."""
+    return float(np.logaddexp(-0.5 * ((x[0] - math.log(0.2)) / 0.3) ** 2,
+                              4.0 - 0.5 * ((x[0] - math.log(0.007)) / 0.3) ** 2))
+
+
+def test_a_chain_in_the_white_noise_mode_is_sampled_again_above_the_floor_however_heavy_it_is() -> None:
+    """The nats rule keeps a white-noise chain that is heavier than the real one; the lengthscale rule replaces it
+    from the other chain, and its new draws stay above ``WHITE_NOISE_LENGTHSCALE``."""
+    rng = np.random.default_rng(0)
+    real = slice_sample(white_noise_density, np.full(1, math.log(0.2)), rng, burn_in=5, kept=16)
+    white = slice_sample(white_noise_density, np.full(1, math.log(0.007)), rng, burn_in=5, kept=16)
+    assert np.all(np.exp(real) > 0.05) and np.all(np.exp(white) < 0.02)  # width 1: neither steps to the other
+    assert _restart_stranded([real, white], white_noise_density, rng)[1] is white  # by nats alone: kept
+    chains = _restart_stranded([real, white], white_noise_density, rng, shortest=lambda x: math.exp(x[0]))
+    assert chains[0] is real
+    assert chains[1].shape == (16, 1) and np.all(np.exp(chains[1]) >= WHITE_NOISE_LENGTHSCALE), chains[1].ravel()
+
+
+def test_when_every_chain_is_white_noise_the_data_look_like_noise_and_the_chains_stay() -> None:
+    rng = np.random.default_rng(1)
+    chains = [slice_sample(white_noise_density, np.full(1, math.log(0.007)), rng, burn_in=5, kept=8)
+              for _ in range(2)]
+    kept = _restart_stranded(chains, white_noise_density, rng, shortest=lambda x: math.exp(x[0]))
+    assert kept[0] is chains[0] and kept[1] is chains[1]
