@@ -107,6 +107,7 @@ def figures(X: NDArray[np.float64], y: NDArray[np.float64], truth: dict[str, NDA
         "curve_max_error": float(np.max(np.abs(curve.mean - t))),
         "curve_in_band": float(np.mean((t >= curve.low) & (t <= curve.high))),
         "band_miss": float(max(np.max(outside), 0.0)),
+        "band_below_truth": float(max(np.max(t - curve.high), 0.0)),
         "map_coverage": float(np.mean(np.abs(mean - truth["map"]) <= 1.96 * sd)),
         "shown_min": float(min(curve.low.min(), mean.min())),
         "shown_max": float(max(curve.high.max(), mean.max())),
@@ -180,4 +181,6 @@ def demo_markdown(rows: list[dict[str, Any]], overrides: dict[str, Any]) -> str:
         [[", ".join(f"{k}={v}" for k, v in overrides.items()) or "the default", str(n), str(count["band"]),
           str(count["curve"]), str(count["map"]), str(every), f"{np.mean([r['curve_in_band'] for r in rows]):.1%}",
           f"{np.mean([r['map_coverage'] for r in rows]):.1%}", fmt(max(r["band_miss"] for r in rows))]])
-    return f"{summary}\n\nNothing shown outside [0, 1]: {count['shown']} of {n}.\n\n{per_seed}\n"
+    below = [r["band_below_truth"] for r in rows]
+    return (f"{summary}\n\nNothing shown outside [0, 1]: {count['shown']} of {n}. The band below the truth: on "
+            f"{sum(b > 0 for b in below)} of {n} (largest {fmt(max(below))}).\n\n{per_seed}\n")

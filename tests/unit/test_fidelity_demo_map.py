@@ -61,11 +61,16 @@ def bounded_figures(sweeps, truth) -> dict[int, dict[str, float]]:
     return {seed: figures(*sweeps[seed], truth) for seed in sweeps}
 
 
+ONE_EXAMPLE = 1 / 171  # the demo's test set: its accuracies are k / 171
+
+
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_demo_maps_curve_and_band_hold_the_truth(seed: int, bounded_figures) -> None:
     f = bounded_figures[seed]
     assert f["curve_max_error"] <= 0.02, f
     assert f["curve_in_band"] >= 0.90, f
+    # Where the band misses (on other seeds: decision 0073), it is above the truth, by less than one test example.
+    assert f["band_below_truth"] == 0.0 and f["band_miss"] < ONE_EXAMPLE, f
     assert f["map_coverage"] >= 0.85, f
     assert f["shown_min"] >= 0.0 and f["shown_max"] <= 1.0, f
 
