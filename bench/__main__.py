@@ -16,6 +16,7 @@ BENCHMARKS = {
     "fidelity": ("bench.fidelity", "report curve and multiverse maps against the truth of real ML maps (issue 15)"),
     "demo-figures": ("bench.demo_figures", "issue 15's figures of the demo's map over many seeds of its sweep"),
     "calibration": ("bench.calibration", "predictive-check verdicts against the truth of real ML maps (issue 32)"),
+    "effect": ("bench.effect_test", "the multiverse's effect test where there is no effect, and on real maps"),
 }
 
 

@@ -305,11 +305,14 @@ def _multiverse(args: argparse.Namespace) -> int:
     s = report.summary
     print(f"Multiverse analysis of sweep {records.parent_run_id} ({s['trials']['kept']} of {s['trials']['run']} "
           f"trials modelled, kernel {args.kernel}): {report.out_dir}")
+    print(f"  effect of any choice: log10 K = {s['effect']['log10_K']:.2f} ({s['effect']['verdict']})")
     for row in s["interaction"].get("tests", []):
         print(f"  interaction {row['dims']}: log10 K = {row['log10_K']:.2f} ({row['verdict']})")
     for row in s["sensitivity"]:
         print(f"  sensitivity {row['name']}: main {row['main']:.3f}, total {row['total']:.3f}")
     _print_calibration("sweeper multiverse", "the maps", report.calibration)
+    if s["effect"]["caution"]:
+        print(f"sweeper multiverse: warning: {s['effect']['caution']}", file=sys.stderr)
     return 0 if args.no_log else _log_output("sweeper multiverse", records, report, log_multiverse, "multiverse.md")
 
 

@@ -33,6 +33,7 @@ Python API with fixed names: ``bayes_factor(X, y) -> float`` and
 from __future__ import annotations
 
 import itertools
+import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -40,6 +41,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from sweeper.analysis.effect_test import effect_test
 from sweeper.analysis.map_axes import axis_values, category_facets, continuous_dim, snap, values_at
 from sweeper.analysis.sensitivity import SobolIndices, sobol_indices
 from sweeper.search.design import random_design
@@ -336,13 +338,18 @@ def sensitivity(X: ArrayLike, y: ArrayLike, names: Sequence[str], *, space: Sear
                 repeats: int = 10) -> dict[str, tuple[float, float]]:
     """Sobol ``(main, total)`` effect of each dim on the GP fitted to ``(X, y)`` (Bell et al. Fig. 3).
 
-    ``X`` as for :func:`bayes_factor`; ``names`` names its columns.
+    ``X`` as for :func:`bayes_factor`; ``names`` names its columns. Where the data do not show
+    that ``y`` depends on any column (:func:`sweeper.analysis.effect_test.effect_test`), the
+    indices apportion what may be noise, and a ``UserWarning`` says so.
     """
     U = _unit_columns(X, space)
     if len(names) != U.shape[1]:
         raise ValueError(f"names has {len(names)} entries but X has {U.shape[1]} columns")
     space = space or SearchSpace(tuple(FloatDim(str(n), 0.0, 1.0) for n in names))
     fit = fit_multiverse(space, U, y, kernel=kernel, seed=seed)
+    caution = effect_test(space, fit.X, fit.y, warp=fit.gp.warp, kernel=kernel, seed=seed).caution("y")
+    if caution:
+        warnings.warn(caution, UserWarning, stacklevel=2)
     indices = posterior_sensitivity(fit, n_base=n_base, repeats=repeats, seed=seed)
     return dict(zip(names, indices.as_dict().values(), strict=True))
 

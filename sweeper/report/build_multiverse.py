@@ -12,6 +12,8 @@ file                                          content
 ``map_<x>_<y>.csv``                           the grids behind them (long format)
 ``map_<x>.png`` / ``categories.png`` (+CSV)   the same for 1 or 0 continuous dims
 ``bayes_factors.csv``, ``interaction.json``   eq. 8 Bayes factors: all dims, every pair
+                                              (``summary.json``'s ``effect``: whether the
+                                              metric depends on any choice at all)
 ``sensitivity.png``, ``sensitivity.csv``      Sobol main and total effects (Fig. 3, 6)
 ``coregionalization_<dim>.png`` / ``.csv``    category correlation of each choice dim (Fig. 5)
 ``loo.csv``                                   the GP's leave-one-out check, trial by trial
@@ -47,6 +49,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sweeper.analysis.calibration import replicate_columns, searcher_predictions
+from sweeper.analysis.effect_test import effect_test
 from sweeper.analysis.map_view import MapTrials
 from sweeper.analysis.multiverse import MultiverseFit, fit_multiverse, interaction_tests, posterior_sensitivity
 from sweeper.analysis.multiverse_plots import plot_correlation_heatmap, plot_sensitivity
@@ -138,6 +141,7 @@ def build_multiverse(
         _loo_csv(out, fit, checks.checks[0], data.kept["index"].to_numpy()[fit_rows], metric)
         write_maps(out, fit, MapTrials(data.U_in, data.y_in, data.U_out), metric, others, resolution, seed, summary)
         _interactions(out, fit, kernel, seed, summary)
+        _effect(fit, metric, kernel, seed, summary)
         _sensitivity(out, fit, metric, n_base, repeats, seed, summary)
         _coregionalization(out, fit, summary)
         summary["build_s"] = time.perf_counter() - started
@@ -254,6 +258,14 @@ def _sensitivity(out: OutputDir, fit: MultiverseFit, metric: str, n_base: int, r
         summary["sensitivity"] = indices.to_rows()
 
 
+def _effect(fit: MultiverseFit, metric: str, kernel: str, seed: int, summary: dict[str, Any]) -> None:
+    """Whether the metric depends on any choice (:mod:`sweeper.analysis.effect_test`); a caution where not shown."""
+    test = effect_test(fit.space, fit.X, fit.y, warp=fit.gp.warp, kernel=kernel, seed=seed)
+    summary["effect"] = {"log10_K": test.log10_K, "p_value": test.p_value, "permutations": test.permutations,
+                         "as_good": test.as_good, "n": test.n, "verdict": test.verdict(),
+                         "caution": test.caution(metric)}
+
+
 def _coregionalization(out: OutputDir, fit: MultiverseFit, summary: dict[str, Any]) -> None:
     """The correlation between the categories of each choice dim, as the GP's coregionalization learned it."""
     import pandas as pd
@@ -303,12 +315,19 @@ def _markdown(records: SweepRecords, s: dict[str, Any]) -> str:
         lines += [f"**Caution: {s['constant_metric']}.**", ""]
     if s["bounds_hint"]:
         lines += [f"**Caution: {s['bounds_hint']}**", ""]
+    effect = s["effect"]
+    if effect["caution"]:
+        lines += [f"**Caution: {effect['caution']}.**", ""]
     lines += ["## Interaction tests (Bayes factors)", ""]
     inter = s["interaction"]
-    lines += ["| dims | log10 K | verdict |", "|---|---|---|"] + [
+    lines += ["| dims | log10 K | verdict |", "|---|---|---|",
+              f"| any effect (the GP against a constant) | {effect['log10_K']:.2f} | {effect['verdict']} |"] + [
         f"| {r['dims']} | {r['log10_K']:.2f} | {r['verdict']} |" for r in inter.get("tests", [])]
-    lines += ["", f"Thresholds: {inter['thresholds']}.", "", "## Sensitivity (Sobol indices of the posterior mean)",
-              ""]
+    lines += ["", f"Thresholds: {inter['thresholds']}. The first row asks whether the metric depends on any choice "
+              "at all; its p-value comes from refitting the GP to the scores shuffled over the points.", "",
+              "## Sensitivity (Sobol indices of the posterior mean)", ""]
+    if effect["caution"]:
+        lines += ["Not findings: no effect of any choice is shown (see the caution above).", ""]
     lines += ["Not estimated: the metric is constant over this sweep."] if s["constant_metric"] else [
         "| dim | main | total | note |", "|---|---|---|---|"] + [
         f"| {r['name']} | {r['main']:.3f} ± {r['main_sd']:.3f} | {r['total']:.3f} ± {r['total_sd']:.3f} | "

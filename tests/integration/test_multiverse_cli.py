@@ -89,6 +89,7 @@ def test_multiverse_writes_and_logs_every_artifact(forks) -> None:
     proc = multiverse_cli(sweep, out, "--filter", "train_acc >= 0.9")
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "interaction all: log10 K =" in proc.stdout and "sensitivity family:" in proc.stdout
+    assert "effect of any choice: log10 K =" in proc.stdout and "depends on any choice" not in proc.stderr
     for name in FILES:
         assert (out / name).stat().st_size > 0, name
     parent, children = sweep.runs("forks")

@@ -133,6 +133,8 @@ def test_every_cell_of_the_notebook_page_runs_and_shows_what_the_page_says(
     assert namespace["report"].markdown.is_file()
 
     # Its multiverse map: the GP's mean over x and y against the candidate's function, its sd, its files.
+    assert "effect (0 of 19 shuffles fit as well; p = 0.05)" in printed
+    assert namespace["multiverse"].summary["effect"]["caution"] is None
     assert list(sensitivity["name"]) == ["x", "y"]  # each choice carries half the variance, with no interaction
     assert np.allclose(sensitivity["main"], 0.5, atol=0.1) and np.allclose(sensitivity["total"], sensitivity["main"],
                                                                             atol=0.05)

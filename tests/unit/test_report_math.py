@@ -401,6 +401,26 @@ def test_the_multiverse_of_a_constant_metric_says_so_and_estimates_nothing(tmp_p
     assert {t["verdict"] for t in report.summary["interaction"]["tests"]} == {"no evidence"}
 
 
+def test_the_multiverse_of_seed_noise_says_no_effect_is_shown_before_its_indices(tmp_path: Path) -> None:
+    """A metric that is 0.8 plus noise in every trial: the maps and indices are drawn, under a caution that says
+    they are not findings, and the Bayes-factor table says first that no effect of any choice is shown."""
+    from sweeper.report.build_multiverse import build_multiverse
+
+    records = records_of("random", n=24)
+    frame = records.trials.copy()
+    frame["metric.acc"] = np.round(0.8 + np.random.default_rng(0).normal(0.0, 0.05, len(frame)), 4)
+    report = build_multiverse(dataclasses_replace(records, trials=frame), out_dir=tmp_path, resolution=5,
+                              n_base=64, repeats=2)
+    effect = report.summary["effect"]
+    assert effect["permutations"] == 19 and effect["p_value"] > 0.05 and effect["verdict"].startswith("not shown")
+    text = (tmp_path / "multiverse.md").read_text()
+    assert f"**Caution: {effect['caution']}.**" in text.split("## ")[0]
+    assert "do not show that `acc` depends on any choice" in effect["caution"]
+    assert "Not findings: no effect of any choice is shown" in text.split("## Sensitivity")[1]
+    assert f"| any effect (the GP against a constant) | {effect['log10_K']:.2f} | {effect['verdict']} |" in text
+    assert len(report.summary["sensitivity"]) == 2  # still drawn and written, for who wants to look
+
+
 def dataclasses_replace(records: SweepRecords, **changes: Any) -> SweepRecords:
     import dataclasses
 
