@@ -367,9 +367,14 @@ def log_multiverse(report: MultiverseReport, tracker: MLflowTracker, run_id: str
     ``multiverse/<kernel>-filtered-<hash>/`` for a filtered one) on the sweep's parent run, replacing
     that folder, and the GP's predictive checks as ``multiverse_<kernel>_*`` metrics
     (``multiverse_<kernel>_filtered_<hash>_*`` for a filtered one, which must not overwrite the
-    unfiltered maps' numbers); return the artifact paths."""
+    unfiltered maps' numbers), with the effect test's ``..._effect_p`` and ``..._effect_log10_K``; return the
+    artifact paths."""
     run_id = run_id or report.summary["parent_run_id"]
+    prefix = report.artifact_dir.replace("/", "_").replace("-filtered-", "_filtered_")
     if report.calibration is not None:
-        prefix = report.artifact_dir.replace("/", "_").replace("-filtered-", "_filtered_")
         tracker.log(run_id, metrics=report.calibration.metrics(f"{prefix}_"))
+    effect = report.summary["effect"]
+    if effect["p_value"] is not None:  # None: a constant metric, nothing tested
+        tracker.log(run_id, metrics={f"{prefix}_effect_p": effect["p_value"],
+                                     f"{prefix}_effect_log10_K": effect["log10_K"]})
     return log_files(report.files, tracker, run_id, report.artifact_dir)

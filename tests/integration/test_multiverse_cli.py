@@ -134,6 +134,8 @@ def test_multiverse_writes_and_logs_every_artifact(forks) -> None:
     prefix = f"multiverse_{folder.replace('-filtered-', '_filtered_')}_"
     assert run_metrics[f"{prefix}loo_coverage95"] == pytest.approx(loo["coverage95"])
     assert run_metrics[f"{prefix}prospective_coverage95"] == pytest.approx(prospective["coverage95"])
+    assert run_metrics[f"{prefix}effect_p"] == summary["effect"]["p_value"] <= 0.05  # the sweep's choices matter
+    assert run_metrics[f"{prefix}effect_log10_K"] == pytest.approx(summary["effect"]["log10_K"])
     tests = pd.read_csv(out / "bayes_factors.csv")
     assert tests["dims"].tolist() == ["all", "lr x width", "lr x family", "width x family"]
     assert set(tests["verdict"]) <= {"interaction", "no interaction", "inconclusive"}
