@@ -1,11 +1,12 @@
 """Does the metric depend on the choices at all? A permutation test of the sweep's GP against a constant.
 
 The maps and the Sobol indices (Bell et al. 2022, Fig. 3 and 6) draw and apportion whatever
-variation the posterior mean has. Where the metric depends on no choice (every difference is
-seed noise), the mean still wiggles, and its indices still name a choice that "matters": on 32
-trials of ``0.8 + N(0, 0.05)`` over three dims, one dim got a main effect of 0.53 and a total of
-0.91, with only Monte Carlo error beside them. This test asks first whether there is anything
-to apportion.
+variation the posterior mean has, and the interaction tests compare two models of it. Where the
+metric depends on no choice (every difference is seed noise), the mean still wiggles, and its
+indices still name a choice that "matters": on 32 trials of ``0.8 + N(0, 0.05)`` over three dims,
+one dim got a main effect of 0.53 and a total of 0.91, with only Monte Carlo error beside them; on
+32 such trials over a 3-level choice and two dims, the eq. 8 Bayes factor called 16 of 32 tests an
+interaction (decision 0078). This test asks first whether there is anything to apportion.
 
 The statistic is the log marginal likelihood of the shared GP (one kernel over every dim,
 hyperparameters by type-II maximum likelihood) minus that of a constant with white noise,
@@ -95,9 +96,9 @@ class EffectTest:
             return None
         return (f"the data do not show that `{metric}` depends on any choice: a GP over the choices fits these "
                 f"{self.n} scores no better than the same scores shuffled over the points ({self.as_good} of "
-                f"{self.permutations} shuffles fit as well; p = {self.p_value:.2f}). The maps' shapes and the Sobol "
-                "indices apportion what may be noise between seeds; they are not findings. Run more trials, or "
-                "replicate seeds to measure the noise, before reading them")
+                f"{self.permutations} shuffles fit as well; p = {self.p_value:.2f}). The maps' shapes, the interaction "
+                "verdicts and the Sobol indices describe what may be noise between seeds; they are not findings. "
+                "Run more trials, or replicate seeds to measure the noise, before reading them")
 
 
 def effect_test(space: SearchSpace, X: NDArray[np.float64], y: NDArray[np.float64], *,

@@ -324,8 +324,10 @@ def _markdown(records: SweepRecords, s: dict[str, Any]) -> str:
               f"| any effect (the GP against a constant) | {effect['log10_K']:.2f} | {effect['verdict']} |"] + [
         f"| {r['dims']} | {r['log10_K']:.2f} | {r['verdict']} |" for r in inter.get("tests", [])]
     lines += ["", f"Thresholds: {inter['thresholds']}. The first row asks whether the metric depends on any choice "
-              "at all; its p-value comes from refitting the GP to the scores shuffled over the points.", "",
-              "## Sensitivity (Sobol indices of the posterior mean)", ""]
+              "at all; its p-value comes from refitting the GP to the scores shuffled over the points."]
+    if effect["caution"]:
+        lines += ["", "Not findings: no effect of any choice is shown (see the caution above)."]
+    lines += ["", "## Sensitivity (Sobol indices of the posterior mean)", ""]
     if effect["caution"]:
         lines += ["Not findings: no effect of any choice is shown (see the caution above).", ""]
     lines += ["Not estimated: the metric is constant over this sweep."] if s["constant_metric"] else [

@@ -416,7 +416,10 @@ def test_the_multiverse_of_seed_noise_says_no_effect_is_shown_before_its_indices
     text = (tmp_path / "multiverse.md").read_text()
     assert f"**Caution: {effect['caution']}.**" in text.split("## ")[0]
     assert "do not show that `acc` depends on any choice" in effect["caution"]
-    assert "Not findings: no effect of any choice is shown" in text.split("## Sensitivity")[1]
+    interactions, sensitivity = text.split("## Interaction tests")[1].split("## Sensitivity")
+    assert "Not findings: no effect of any choice is shown" in interactions
+    assert "Not findings: no effect of any choice is shown" in sensitivity
+    assert "the interaction verdicts and the Sobol indices describe what may be noise" in effect["caution"]
     assert f"| any effect (the GP against a constant) | {effect['log10_K']:.2f} | {effect['verdict']} |" in text
     assert len(report.summary["sensitivity"]) == 2  # still drawn and written, for who wants to look
 
