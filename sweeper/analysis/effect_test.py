@@ -21,6 +21,11 @@ draw of the statistic under the null, and ``p = (1 + #{shuffles fitting as well}
 exact whatever the optimiser finds. With 19 shuffles, an effect is shown (``p = 0.05``) when the
 scores as measured fit better than every shuffle.
 
+Bit-identical copies of a measurement (the same configuration and the same result, as a fixed
+seed gives) count once, as in the leave-one-out check (:func:`sweeper.search.loo.replicate_groups`):
+shuffling them apart would make any score look tied to its point. With 12 configurations of
+noise measured twice each, the copies made the test show an effect; counted once, it does not.
+
 Two limits keep its cost to seconds (a median of 0.5-2.6 s on 12-64 trials in decision 0078):
 hyperparameters are fitted with one optimiser start, the same fixed start for every fit, so the
 procedure is the same for the scores and their shuffles; and at most :data:`MAX_TEST_POINTS`
@@ -41,10 +46,12 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from sweeper.analysis.calibration import replicate_columns
 from sweeper.search.design import as_generator
 from sweeper.search.gp_fit import fit_gp, fit_subset
 from sweeper.search.interaction import constant_metric_note
 from sweeper.search.kernels import category_labels
+from sweeper.search.loo import first_of_copies, replicate_groups
 from sweeper.search.space import SearchSpace
 from sweeper.search.warping import OutputWarp
 
@@ -67,7 +74,7 @@ class EffectTest:
             constant metric (nothing was fitted).
         permutations: Shuffles fitted (0 for a constant metric).
         as_good: Shuffles whose GP fitted at least as well as the scores' own.
-        n: Trials the test fitted on.
+        n: Measurements the test fitted on (bit-identical copies once; at most :data:`MAX_TEST_POINTS`).
         note: Why nothing was tested (a constant metric), else empty.
     """
 
@@ -119,6 +126,8 @@ def effect_test(space: SearchSpace, X: NDArray[np.float64], y: NDArray[np.float6
     if note:
         return EffectTest(0.0, None, 0, 0, int(y.size), note=note)
     categories = space.categories()
+    once = first_of_copies(replicate_groups(X, y, replicate_columns(space))[0])
+    X, y = X[once], y[once]
     rng = as_generator([seed, 4])
     if y.size > MAX_TEST_POINTS:
         rows = fit_subset(y.size, MAX_TEST_POINTS, rng, category_labels(X, categories))

@@ -117,3 +117,15 @@ def test_the_bench_counts_what_the_test_shows(tmp_path, monkeypatch) -> None:
     rows = json.loads((tmp_path / "effect_test_smoke.json").read_text())["rows"]
     assert [(r["case"], r["shown"]) for r in rows] == [("noise", False), ("seed noise", False), ("map", True)]
     assert "Where there is no effect (2 tests): shown in 0" in (tmp_path / "effect_test_smoke.md").read_text()
+
+
+def test_bit_identical_copies_count_once() -> None:
+    """A fixed seed measures each configuration twice with the same result: 12 measurements of noise, not 24 (as
+    24 rows, every shuffle that parts two copies fits worse, and the test showed an effect)."""
+    U = sobol_design(12, 3, seed=0)
+    X = np.repeat(U, 2, axis=0)
+    noise = np.repeat(0.8 + np.random.default_rng(0).normal(0.0, 0.05, 12), 2)
+    test = effect_test(SPACE3, X, noise, seed=0)
+    assert test.n == 12 and not test.shown
+    effect = np.repeat(0.7 + 0.2 * U[:, 0], 2)
+    assert effect_test(SPACE3, X, effect, seed=0).shown
