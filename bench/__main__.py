@@ -17,6 +17,7 @@ BENCHMARKS = {
     "demo-figures": ("bench.demo_figures", "issue 15's figures of the demo's map over many seeds of its sweep"),
     "calibration": ("bench.calibration", "predictive-check verdicts against the truth of real ML maps (issue 32)"),
     "effect": ("bench.effect_test", "the multiverse's effect test where there is no effect, and on real maps"),
+    "interaction": ("bench.interaction_test", "interaction verdicts (eq. 8) against additive and interacting truths"),
 }
 
 

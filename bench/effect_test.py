@@ -20,13 +20,12 @@ from __future__ import annotations
 
 import argparse
 import time
-from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import numpy as np
 
 from bench.ml_maps import HELD_OUT, MAPS, truth_at
-from bench.report import markdown_table, write_results
+from bench.report import markdown_table, run_jobs, write_results
 
 BOUNDS = (0.0, 1.0)
 NOISE_SPACES = {"1 dim": {"x0": "interval(0, 1)"},
@@ -116,15 +115,8 @@ def run(args: argparse.Namespace) -> None:
                 for seed in range(args.seeds)]
         jobs += [(seed_noise_case, (seed,)) for seed in range(args.seeds)]
         jobs += [(map_case, (name, n, seed)) for name in MAPS for n in MAP_SIZES for seed in range(3)]
-    with ProcessPoolExecutor(max(1, args.jobs)) as pool:
-        rows = list(pool.map(_call, jobs))
+    rows = run_jobs(jobs, args.jobs)
     write_results("effect_test" + ("_smoke" if args.smoke else ""), effect_markdown(rows), {"rows": rows})
-
-
-def _call(job: tuple[Any, tuple[Any, ...]]) -> dict[str, Any]:
-    fn, job_args = job
-    row: dict[str, Any] = fn(*job_args)
-    return row
 
 
 def effect_markdown(rows: list[dict[str, Any]]) -> str:

@@ -16,6 +16,8 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -77,6 +79,17 @@ def fmt(value: float | None, digits: int = 3) -> str:
     if value is None or value != value:
         return "—"
     return f"{value:.{digits}g}" if abs(value) < 10 ** digits else f"{value:.0f}"
+
+
+def run_jobs(jobs: list[tuple[Any, tuple[Any, ...]]], processes: int) -> list[dict[str, Any]]:
+    """Each ``(function, arguments)`` called in one of ``processes`` worker processes; the rows in the jobs' order."""
+    with ProcessPoolExecutor(max(1, processes)) as pool:
+        return list(pool.map(_call, jobs))
+
+
+def _call(job: tuple[Callable[..., dict[str, Any]], tuple[Any, ...]]) -> dict[str, Any]:
+    fn, job_args = job
+    return fn(*job_args)
 
 
 def markdown_table(header: list[str], rows: list[list[str]]) -> str:

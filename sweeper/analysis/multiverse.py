@@ -247,8 +247,9 @@ def interaction_tests(fit: MultiverseFit, *, kernel: str = "matern52-ard", seed:
                       n_restarts: int = 3) -> InteractionTests:
     """Test all dims together, then every pair (the additive model is fitted once and shared).
 
-    With bounds both models of every test model the metric through the analysis fit's
-    learned warp (``fit.gp.warp``), so their likelihoods are of the same values.
+    With bounds each model learns its own warp, starting from the analysis fit's
+    (``fit.gp.warp``), and the likelihoods are of the metric's own values
+    (:func:`sweeper.search.interaction.interaction_bayes_factor`).
     """
     categories = fit.space.categories()
 

@@ -308,7 +308,7 @@ class MultiversePolicy:
                      batch, len(ok), MIN_BAYES_FACTOR_TRIALS)
             return False
         X, y = trials.points(ok), trials.values(ok)
-        # With bounds both models share one warp: the last search fit's shapes, else the plain logit.
+        # With bounds each model learns its warp from the last search fit's shapes, else the plain logit.
         plan, bounds = self._batch_plan, s.bounds
         shapes = warm_shapes(plan.warm_bounded) or warm_shapes(plan.warm) or (1.0, 1.0)
         warp = None if bounds is None else OutputWarp.for_data(bounds, y, *shapes)
