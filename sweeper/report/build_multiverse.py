@@ -325,11 +325,10 @@ def _markdown(records: SweepRecords, s: dict[str, Any]) -> str:
         f"| {r['dims']} | {r['log10_K']:.2f} | {r['verdict']} |" for r in inter.get("tests", [])]
     lines += ["", f"Thresholds: {inter['thresholds']}. The first row asks whether the metric depends on any choice "
               "at all; its p-value comes from refitting the GP to the scores shuffled over the points."]
-    if effect["caution"]:
-        lines += ["", "Not findings: no effect of any choice is shown (see the caution above)."]
-    lines += ["", "## Sensitivity (Sobol indices of the posterior mean)", ""]
-    if effect["caution"]:
-        lines += ["Not findings: no effect of any choice is shown (see the caution above).", ""]
+    caution = "Not findings: no effect of any choice is shown (see the caution above)."
+    not_findings = [caution] if effect["caution"] else []
+    lines += ["", *not_findings, "", "## Sensitivity (Sobol indices of the posterior mean)", "", *not_findings]
+    lines += [""] if not_findings else []
     lines += ["Not estimated: the metric is constant over this sweep."] if s["constant_metric"] else [
         "| dim | main | total | note |", "|---|---|---|---|"] + [
         f"| {r['name']} | {r['main']:.3f} ± {r['main_sd']:.3f} | {r['total']:.3f} ± {r['total_sd']:.3f} | "

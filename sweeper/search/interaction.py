@@ -132,17 +132,17 @@ class BayesFactor:
 
 
 def _model_log_likelihood(X: NDArray[np.float64], y: NDArray[np.float64], terms: list[list[int]],
-                          learned: OutputWarp | None, fixed: OutputWarp | None, settings: dict[str, Any]) -> float:
+                          warp: OutputWarp | None, learn_warp: bool, settings: dict[str, Any]) -> float:
     """The optimised log marginal likelihood of one model of a test.
 
-    With a two-sided ``learned`` warp the model learns its own shapes from it and the likelihood is of ``y``
-    itself, the Jacobian included; otherwise ``fixed`` (or no warp) is the model's, and the likelihood is of
-    the standardised, warped values.
+    With ``learn_warp`` and a two-sided ``warp`` the model learns its own shapes from it and the likelihood is
+    of ``y`` itself, the Jacobian included; otherwise ``warp`` (or none) is the model's, and the likelihood is
+    of the standardised, warped values.
     """
-    if learned is None or not learned.two_sided:
-        return fit_gp(X, y, terms=terms, warp=fixed, **settings).log_likelihood
-    gp = fit_bounded_gp(X, y, learned.bounds, shapes=(learned.a, learned.b), terms=terms, **settings)
-    return warped_log_likelihood(gp.warp or learned, gp.y, gp.cholesky)
+    if warp is None or not (learn_warp and warp.two_sided):
+        return fit_gp(X, y, terms=terms, warp=warp, **settings).log_likelihood
+    gp = fit_bounded_gp(X, y, warp.bounds, shapes=(warp.a, warp.b), terms=terms, **settings)
+    return warped_log_likelihood(gp.warp or warp, gp.y, gp.cholesky)
 
 
 def interaction_bayes_factor(
@@ -216,7 +216,7 @@ def interaction_bayes_factor(
                                 "max_fit_points": max_fit_points, "refine_max_points": refine_max_points}
 
     def log_likelihood(terms: list[list[int]]) -> float:  # both models: the same data, seed and settings
-        return _model_log_likelihood(X, y, terms, warp if learn_warp else None, warp, settings)
+        return _model_log_likelihood(X, y, terms, warp, learn_warp, settings)
 
     if additive_log_likelihood is None:
         additive_log_likelihood = log_likelihood(singles)
