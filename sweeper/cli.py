@@ -311,8 +311,12 @@ def _multiverse(args: argparse.Namespace) -> int:
     for row in s["sensitivity"]:
         print(f"  sensitivity {row['name']}: main {row['main']:.3f}, total {row['total']:.3f}")
     _print_calibration("sweeper multiverse", "the maps", report.calibration)
-    if s["effect"]["caution"]:
-        print(f"sweeper multiverse: warning: {s['effect']['caution']}", file=sys.stderr)
+    if chains := s["chains"]:
+        print(f"  chains of the GP's hyperparameter sampler: {'one map' if chains['agree'] else 'different maps'} "
+              f"(potential scale reduction {chains['rhat']:.2f}, limit {chains['rhat_limit']})")
+    for caution in (s["effect"]["caution"], s["chains"] and s["chains"]["caution"]):
+        if caution:
+            print(f"sweeper multiverse: warning: {caution}", file=sys.stderr)
     return 0 if args.no_log else _log_output("sweeper multiverse", records, report, log_multiverse, "multiverse.md")
 
 

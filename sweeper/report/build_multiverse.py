@@ -31,6 +31,8 @@ and the searcher's own predictions of the trials it chose) go into ``summary.jso
 (``calibration``: a ``verdict`` per check and overall), ``multiverse.md`` next to the maps (with
 a warning in words when the verdict is ``failed``) and onto the sweep's run as
 ``multiverse_<kernel>_{loo,loco,prospective}_*`` and ``multiverse_<kernel>_calibration_failed``.
+Whether the sampler's chains draw the same map (:mod:`sweeper.analysis.chain_agreement`) goes into
+``summary.json`` (``chains``), a caution in ``multiverse.md`` where they do not, and ``..._chains_rhat``.
 
 Artifacts go under ``multiverse/<kernel>/`` on the sweep's parent run, so analyses with
 different kernels (``--kernel``) sit side by side for the robustness check of the paper's
@@ -49,6 +51,7 @@ import numpy as np
 import numpy.typing as npt
 
 from sweeper.analysis.calibration import replicate_columns, searcher_predictions
+from sweeper.analysis.chain_agreement import chain_agreement
 from sweeper.analysis.effect_test import effect_test
 from sweeper.analysis.map_view import MapTrials
 from sweeper.analysis.multiverse import MultiverseFit, fit_multiverse, interaction_tests, posterior_sensitivity
@@ -138,6 +141,8 @@ def build_multiverse(
         out = OutputDir(out_dir)
         summary = _summary(records, data, fit, checks, metric=metric, kernel=kernel, others=others,
                            n_fit=int(fit_rows.size))
+        agreement = chain_agreement(fit.gp, space, seed)
+        summary["chains"] = agreement and {**agreement.summary(), "caution": agreement.caution("these maps")}
         _loo_csv(out, fit, checks.checks[0], data.kept["index"].to_numpy()[fit_rows], metric)
         write_maps(out, fit, MapTrials(data.U_in, data.y_in, data.U_out), metric, others, resolution, seed, summary)
         _interactions(out, fit, kernel, seed, summary)
@@ -316,8 +321,8 @@ def _markdown(records: SweepRecords, s: dict[str, Any]) -> str:
     if s["bounds_hint"]:
         lines += [f"**Caution: {s['bounds_hint']}**", ""]
     effect = s["effect"]
-    if effect["caution"]:
-        lines += [f"**Caution: {effect['caution']}.**", ""]
+    for caution in (effect["caution"], s["chains"] and s["chains"]["caution"]):
+        lines += [f"**Caution: {caution}.**", ""] if caution else []
     lines += ["## Interaction tests (Bayes factors)", ""]
     inter = s["interaction"]
     lines += ["| dims | log10 K | verdict |", "|---|---|---|",
@@ -368,8 +373,8 @@ def log_multiverse(report: MultiverseReport, tracker: MLflowTracker, run_id: str
     ``multiverse/<kernel>-filtered-<hash>/`` for a filtered one) on the sweep's parent run, replacing
     that folder, and the GP's predictive checks as ``multiverse_<kernel>_*`` metrics
     (``multiverse_<kernel>_filtered_<hash>_*`` for a filtered one, which must not overwrite the
-    unfiltered maps' numbers), with the effect test's ``..._effect_p`` and ``..._effect_log10_K``; return the
-    artifact paths."""
+    unfiltered maps' numbers), with the effect test's ``..._effect_p`` and ``..._effect_log10_K`` and the chains'
+    ``..._chains_rhat``; return the artifact paths."""
     run_id = run_id or report.summary["parent_run_id"]
     prefix = report.artifact_dir.replace("/", "_").replace("-filtered-", "_filtered_")
     if report.calibration is not None:
@@ -378,4 +383,6 @@ def log_multiverse(report: MultiverseReport, tracker: MLflowTracker, run_id: str
     if effect["p_value"] is not None:  # None: a constant metric, nothing tested
         tracker.log(run_id, metrics={f"{prefix}_effect_p": effect["p_value"],
                                      f"{prefix}_effect_log10_K": effect["log10_K"]})
+    if report.summary["chains"]:  # None: one fit, or chains of one draw
+        tracker.log(run_id, metrics={f"{prefix}_chains_rhat": report.summary["chains"]["rhat"]})
     return log_files(report.files, tracker, run_id, report.artifact_dir)

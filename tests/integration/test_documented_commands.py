@@ -68,6 +68,17 @@ def test_make_demo_then_the_readmes_report_and_multiverse_on_its_sweep(checkout:
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     maps = checkout / f"multiverse-svm-breast-cancer-{run8}-matern52-ard"
     assert (maps / "map_mean_C_gamma.png").stat().st_size > 10_000, sorted(p.name for p in maps.iterdir())
+    # Whether the sampler's chains drew one map (decision 0080): in the summary and on the sweep's run.
+    chains = json.loads((maps / "summary.json").read_text())["chains"]
+    parent = sweep.runs("svm-breast-cancer")[0]
+    from mlflow.tracking import MlflowClient
+
+    logged = MlflowClient(sweep.tracking_uri).get_run(parent.info.run_id).data.metrics
+    assert logged["multiverse_matern52-ard_chains_rhat"] == pytest.approx(chains["rhat"]) and chains["draws"] == 16
+    assert (chains["caution"] is None) == chains["agree"] == (chains["rhat"] <= chains["rhat_limit"])
+    said = "one map" if chains["agree"] else "different maps"
+    line = f"chains of the GP's hyperparameter sampler: {said} (potential scale reduction {chains['rhat']:.2f}"
+    assert line in proc.stdout, proc.stdout
 
 
 CONDITION_TAGS = ("sweeper.host", "sweeper.python", "sweeper.pkg.numpy", "sweeper.pkg.scikit-learn",
