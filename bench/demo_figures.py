@@ -75,12 +75,14 @@ def demo_truth() -> dict[str, NDArray[np.float64]]:
 
 
 def figures(X: NDArray[np.float64], y: NDArray[np.float64], truth: dict[str, NDArray[np.float64]],
-            bounded: bool = True, kept: int | None = None) -> dict[str, float]:
-    """The issue's figures for one sweep, from the report's curve and the multiverse map.
+            bounded: bool = True, kept: int | None = None) -> dict[str, float | None]:
+    """The issue's figures for one sweep, from the report's curve and the multiverse map, and whether the map's
+    sampler chains agree (``chains_rhat``, :mod:`sweeper.analysis.chain_agreement`; None for a single fit).
 
     ``bounded=False, kept=1``: the model the analysis used before bounds (one maximum-likelihood fit of the raw
     accuracies; its curve from the report's GP with one member, its map band from the latent sd).
     """
+    from sweeper.analysis.chain_agreement import chain_agreement
     from sweeper.analysis.multiverse import contour_map, fit_multiverse
     from sweeper.report.surrogate import surrogate_curve
     from sweeper.search.warping import MetricBounds
@@ -103,6 +105,7 @@ def figures(X: NDArray[np.float64], y: NDArray[np.float64], truth: dict[str, NDA
         sd = cm.sd_latent[""]  # type: ignore[index]  # a single fit has it
     t = truth["curve"]
     outside = np.maximum(curve.low - t, t - curve.high)
+    chains = chain_agreement(fit.gp, DEMO.space)  # None for a single fit
     return {
         "curve_max_error": float(np.max(np.abs(curve.mean - t))),
         "curve_in_band": float(np.mean((t >= curve.low) & (t <= curve.high))),
@@ -111,6 +114,7 @@ def figures(X: NDArray[np.float64], y: NDArray[np.float64], truth: dict[str, NDA
         "map_coverage": float(np.mean(np.abs(mean - truth["map"]) <= 1.96 * sd)),
         "shown_min": float(min(curve.low.min(), mean.min())),
         "shown_max": float(max(curve.high.max(), mean.max())),
+        "chains_rhat": None if chains is None else chains.rhat,
     }
 
 
@@ -165,15 +169,17 @@ def run(args: argparse.Namespace) -> None:
 
 def demo_markdown(rows: list[dict[str, Any]], overrides: dict[str, Any]) -> str:
     """The per-seed table and the counts of seeds meeting each goal."""
+    from sweeper.analysis.chain_agreement import RHAT_LIMIT
+
     goals = [meets(r) for r in rows]
     count = {k: sum(g[k] for g in goals) for k in ("curve", "band", "map", "shown")}
     every = sum(all(g.values()) for g in goals)
     per_seed = markdown_table(
         ["seed", "best trial", "curve: max error", "truth in band", "largest band miss", "map holds", "shown",
-         "sweep s"],
+         "chains' R", "sweep s"],
         [[str(r["seed"]), f"{r['best_trial']:.4f}", fmt(r["curve_max_error"]), f"{r['curve_in_band']:.0%}",
           fmt(r["band_miss"]), f"{r['map_coverage']:.1%}", f"{r['shown_min']:.3f} … {r['shown_max']:.4f}",
-          f"{r['sweep_s']:.0f}"] for r in rows])
+          f"{r['chains_rhat']:.2f}", f"{r['sweep_s']:.0f}"] for r in rows])
     n = len(rows)
     summary = markdown_table(
         ["settings", "sweeps", "band holds >= 90 % of n", "curve within 0.02", "map 85-99 %", "all four",
@@ -182,5 +188,8 @@ def demo_markdown(rows: list[dict[str, Any]], overrides: dict[str, Any]) -> str:
           str(count["curve"]), str(count["map"]), str(every), f"{np.mean([r['curve_in_band'] for r in rows]):.1%}",
           f"{np.mean([r['map_coverage'] for r in rows]):.1%}", fmt(max(r["band_miss"] for r in rows))]])
     below = [r["band_below_truth"] for r in rows]
+    parted = [r["seed"] for r in rows if r["chains_rhat"] > RHAT_LIMIT]
+    which = f": seed{'s' * (len(parted) > 1)} {', '.join(map(str, parted))}" if parted else ""
     return (f"{summary}\n\nNothing shown outside [0, 1]: {count['shown']} of {n}. The band below the truth: on "
-            f"{sum(b > 0 for b in below)} of {n} (largest {fmt(max(below))}).\n\n{per_seed}\n")
+            f"{sum(b > 0 for b in below)} of {n} (largest {fmt(max(below))}). The map's sampler chains drew "
+            f"different maps (R > {RHAT_LIMIT}, decision 0080) on {len(parted)} of {n}{which}.\n\n{per_seed}\n")
