@@ -16,6 +16,10 @@ variance and ``B`` the variance between the chains' means (``m`` draws per chain
 chains' means differ by their draws' own spread, ``R`` near 1; two modes: the means part, and
 ``R`` grows. The median over the points is the statistic: where every chain agrees (the
 plateau of a bounded metric) ``W`` and ``B`` are both near zero and one point's ``R`` says nothing.
+``R`` is a ratio, so with many trials (each member sure of its map) chains 0.01 apart pass 1.2
+(the same sweep at 56 trials: 1.17-1.30). The chains are said to draw different maps only when,
+besides, their mean maps differ by more than a trial's own noise (the root mean square over the
+points of each): a gap no trial could see is not a second reading.
 
 NOTE: docs/decisions/0080-chains-that-draw-different-maps.md
 
@@ -41,7 +45,8 @@ from sweeper.search.space import SearchSpace
 
 #: Points of the space the chains' maps are compared at.
 POINTS = 256
-#: The median potential scale reduction above which the chains are said to draw different maps.
+#: The median potential scale reduction above which, with their maps further apart than a trial's noise, the chains
+#: are said to draw different maps.
 #: NOTE: docs/decisions/0080-chains-that-draw-different-maps.md
 RHAT_LIMIT = 1.2
 
@@ -55,6 +60,8 @@ class ChainAgreement:
         draws: Draws per chain.
         rhat: Median over the points of the potential scale reduction of the map's mean.
         spread: Root mean square over the points of the sd between the chains' mean maps, metric units.
+        noise: Root mean square over the points of a trial's noise sd (the mixture's predictive sd with noise
+            and without, in quadrature), metric units.
         worst: The point (original units, by dim name) where the chains' mean maps differ most, and by how much.
     """
 
@@ -62,11 +69,12 @@ class ChainAgreement:
     draws: int
     rhat: float
     spread: float
+    noise: float
     worst: tuple[dict[str, object], float]
 
     @property
     def agree(self) -> bool:
-        return self.rhat <= RHAT_LIMIT
+        return self.rhat <= RHAT_LIMIT or self.spread <= self.noise
 
     def caution(self, what: str) -> str | None:
         """A sentence for the report when the chains disagree, else None."""
@@ -76,14 +84,15 @@ class ChainAgreement:
         at = ", ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in where.items())
         return (f"the {self.chains} chains of the GP's hyperparameter sampler draw different maps (median potential "
                 f"scale reduction {self.rhat:.2f}, above {RHAT_LIMIT}): their mean maps differ by {self.spread:.3g} on "
-                f"average and by {gap:.3g} at {at}. The trials leave more than one reading of the metric open, and "
-                f"{what} show their average, which can have shapes that no reading has (stripes, bumps). What would "
-                f"help: more trials, first near that point")
+                f"average, more than a trial's noise ({self.noise:.3g}), and by {gap:.3g} at {at}. The trials leave "
+                f"more than one reading of the metric open, and {what} show their average, which can have shapes "
+                f"that no reading has (stripes, bumps). What would help: more trials, first near that point")
 
     def summary(self) -> dict[str, object]:
         where, gap = self.worst
         return {"chains": self.chains, "draws": self.draws, "rhat": self.rhat, "rhat_limit": RHAT_LIMIT,
-                "spread": self.spread, "worst_point": where, "worst_gap": gap, "agree": self.agree}
+                "spread": self.spread, "noise": self.noise, "worst_point": where, "worst_gap": gap,
+                "agree": self.agree}
 
 
 def potential_scale_reduction(draws: NDArray[np.float64]) -> NDArray[np.float64]:
@@ -115,5 +124,7 @@ def chain_agreement(gp: GPEnsemble, space: SearchSpace, seed: int = 0) -> ChainA
     gaps = chain_means.max(axis=0) - chain_means.min(axis=0)
     i = int(np.argmax(gaps))
     point = space.from_unit(U[i:i + 1])[0]
+    noise = np.sqrt(np.mean(np.maximum(gp.predict(U, noise=True)[1] ** 2 - gp.predict(U)[1] ** 2, 0.0)))
     return ChainAgreement(CHAINS, per_chain, float(np.median(rhat)),
-                          float(np.sqrt(np.mean(chain_means.var(axis=0, ddof=1)))), (point, float(gaps[i])))
+                          float(np.sqrt(np.mean(chain_means.var(axis=0, ddof=1)))), float(noise),
+                          (point, float(gaps[i])))

@@ -75,7 +75,8 @@ def test_make_demo_then_the_readmes_report_and_multiverse_on_its_sweep(checkout:
 
     logged = MlflowClient(sweep.tracking_uri).get_run(parent.info.run_id).data.metrics
     assert logged["multiverse_matern52-ard_chains_rhat"] == pytest.approx(chains["rhat"]) and chains["draws"] == 16
-    assert (chains["caution"] is None) == chains["agree"] == (chains["rhat"] <= chains["rhat_limit"])
+    assert (chains["caution"] is None) == chains["agree"]
+    assert chains["agree"] == (chains["rhat"] <= chains["rhat_limit"] or chains["spread"] <= chains["noise"])
     said = "one map" if chains["agree"] else "different maps"
     line = f"chains of the GP's hyperparameter sampler: {said} (potential scale reduction {chains['rhat']:.2f}"
     assert line in proc.stdout, proc.stdout

@@ -17,7 +17,12 @@ import numpy as np
 import pytest
 
 from bench.demo_figures import DEMO
-from sweeper.analysis.chain_agreement import RHAT_LIMIT, chain_agreement, potential_scale_reduction
+from sweeper.analysis.chain_agreement import (
+    RHAT_LIMIT,
+    ChainAgreement,
+    chain_agreement,
+    potential_scale_reduction,
+)
 from sweeper.analysis.runs import SweepRecords, trials_frame
 from sweeper.search.hyperposterior import CHAINS
 from sweeper.search.warping import MetricBounds
@@ -39,6 +44,16 @@ def test_the_potential_scale_reduction_is_one_for_one_distribution_and_grows_as_
     draws = np.tile([-1.0, 1.0], 200)[None, :, None] + np.array([0.0, 0.0, 0.0, 3.0])[:, None, None]
     w = 400 / 399
     np.testing.assert_allclose(potential_scale_reduction(draws), np.sqrt((399 / 400 * w + 2.25) / w))
+
+
+def test_chains_apart_by_less_than_a_trials_noise_agree_whatever_their_ratio() -> None:
+    """The README's sweep (below) run on to 56 trials: R 1.30, but the chains' maps 0.013 apart where a trial's
+    noise is 0.035: no trial could tell them apart, and nothing is said. At 32 trials they are 0.056 apart."""
+    def measured(rhat: float, spread: float, noise: float) -> ChainAgreement:
+        return ChainAgreement(CHAINS, 16, rhat, spread, noise, ({"C": 1.0, "gamma": 0.5}, 0.05))
+
+    assert measured(1.30, 0.0128, 0.0349).agree and measured(1.30, 0.0128, 0.0349).caution("maps") is None
+    assert not measured(1.42, 0.0557, 0.0240).agree and measured(1.19, 0.0557, 0.0240).agree
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +99,7 @@ def test_chains_that_draw_different_maps_are_caught_where_one_of_them_misses_the
     caution = agreement.caution("these maps")
     assert caution is not None and f"median potential scale reduction {agreement.rhat:.2f}" in caution
     assert "What would help: more trials, first near that point" in caution
+    assert agreement.spread > agreement.noise, agreement  # further apart than a trial could tell
 
 
 def test_the_multiverse_report_opens_with_the_caution_and_records_the_statistic(report) -> None:
