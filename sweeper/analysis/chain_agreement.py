@@ -96,12 +96,15 @@ class ChainAgreement:
 
 
 def potential_scale_reduction(draws: NDArray[np.float64]) -> NDArray[np.float64]:
-    """BDA3 eq. 11.4 per column: ``draws`` shaped ``(chains, draws, points)``, at least two of each."""
+    """BDA3 eq. 11.4 per column: ``draws`` shaped ``(chains, draws, points)``, at least two of each.
+
+    Where no chain varies (a constant metric), 1 if the chains are equal too, else infinite."""
     m = draws.shape[1]
     within = draws.var(axis=1, ddof=1).mean(axis=0)
     between = draws.mean(axis=1).var(axis=0, ddof=1)
     pooled = (m - 1) / m * within + between
-    rhat: NDArray[np.float64] = np.sqrt(pooled / np.maximum(within, np.finfo(np.float64).tiny))
+    ratio = np.divide(pooled, within, out=np.where(between > 0, np.inf, 1.0), where=within > 0)
+    rhat: NDArray[np.float64] = np.sqrt(ratio)
     return rhat
 
 

@@ -42,6 +42,7 @@ Fig. S6-S10.
 from __future__ import annotations
 
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -383,6 +384,6 @@ def log_multiverse(report: MultiverseReport, tracker: MLflowTracker, run_id: str
     if effect["p_value"] is not None:  # None: a constant metric, nothing tested
         tracker.log(run_id, metrics={f"{prefix}_effect_p": effect["p_value"],
                                      f"{prefix}_effect_log10_K": effect["log10_K"]})
-    if report.summary["chains"]:  # None: one fit, or chains of one draw
+    if report.summary["chains"] and math.isfinite(report.summary["chains"]["rhat"]):  # None: one fit, one draw
         tracker.log(run_id, metrics={f"{prefix}_chains_rhat": report.summary["chains"]["rhat"]})
     return log_files(report.files, tracker, run_id, report.artifact_dir)

@@ -44,6 +44,9 @@ def test_the_potential_scale_reduction_is_one_for_one_distribution_and_grows_as_
     draws = np.tile([-1.0, 1.0], 200)[None, :, None] + np.array([0.0, 0.0, 0.0, 3.0])[:, None, None]
     w = 400 / 399
     np.testing.assert_allclose(potential_scale_reduction(draws), np.sqrt((399 / 400 * w + 2.25) / w))
+    # A constant metric: no chain varies; equal chains agree, unequal ones are infinitely apart.
+    flat = np.zeros((4, 16, 2)) + np.array([[0.0, 0.0], [0.0, 0.0], [0.0, 0.0], [0.0, 1.0]])[:, None, :]
+    assert potential_scale_reduction(flat).tolist() == [1.0, np.inf]
 
 
 def test_chains_apart_by_less_than_a_trials_noise_agree_whatever_their_ratio() -> None:
@@ -108,3 +111,21 @@ def test_the_multiverse_report_opens_with_the_caution_and_records_the_statistic(
     head = (report.out_dir / "multiverse.md").read_text().split("## ")[0]
     assert f"**Caution: {chains['caution']}.**" in head and "draw different maps" in chains["caution"]
     assert json.loads((report.out_dir / "summary.json").read_text())["chains"]["rhat"] == chains["rhat"]
+
+
+def test_a_constant_metric_s_chains_agree_and_nothing_is_said(tmp_path: Path) -> None:
+    """Every member draws the same flat map: no variance within or between the chains is agreement (R = 1,
+    not the ratio of two zeros)."""
+    import dataclasses
+
+    from sweeper.report.build_multiverse import build_multiverse
+    from tests.unit.test_report_math import records_of
+
+    records = records_of("random", n=24)
+    trials = records.trials.assign(**{"metric.acc": 0.8666})
+    report = build_multiverse(dataclasses.replace(records, trials=trials), out_dir=tmp_path, resolution=5, n_base=64,
+                              repeats=2, bounds=BOUNDS)
+    chains = report.summary["chains"]
+    assert chains["rhat"] <= RHAT_LIMIT and chains["spread"] < 1e-6, chains  # here 1.0 and 0.0: all members equal
+    assert chains["agree"] and chains["caution"] is None
+    assert "sampler draw different maps" not in (tmp_path / "multiverse.md").read_text()
