@@ -115,6 +115,7 @@ def figures(X: NDArray[np.float64], y: NDArray[np.float64], truth: dict[str, NDA
         "shown_min": float(min(curve.low.min(), mean.min())),
         "shown_max": float(max(curve.high.max(), mean.max())),
         "chains_rhat": None if chains is None else chains.rhat,
+        "chains_agree": None if chains is None else chains.agree,
     }
 
 
@@ -188,8 +189,9 @@ def demo_markdown(rows: list[dict[str, Any]], overrides: dict[str, Any]) -> str:
           str(count["curve"]), str(count["map"]), str(every), f"{np.mean([r['curve_in_band'] for r in rows]):.1%}",
           f"{np.mean([r['map_coverage'] for r in rows]):.1%}", fmt(max(r["band_miss"] for r in rows))]])
     below = [r["band_below_truth"] for r in rows]
-    parted = [r["seed"] for r in rows if r["chains_rhat"] > RHAT_LIMIT]
+    parted = [r["seed"] for r in rows if r["chains_agree"] is False]
     which = f": seed{'s' * (len(parted) > 1)} {', '.join(map(str, parted))}" if parted else ""
     return (f"{summary}\n\nNothing shown outside [0, 1]: {count['shown']} of {n}. The band below the truth: on "
             f"{sum(b > 0 for b in below)} of {n} (largest {fmt(max(below))}). The map's sampler chains drew "
-            f"different maps (R > {RHAT_LIMIT}, decision 0080) on {len(parted)} of {n}{which}.\n\n{per_seed}\n")
+            f"different maps (R > {RHAT_LIMIT} and further apart than the noise, decision 0080) on {len(parted)} of "
+            f"{n}{which}.\n\n{per_seed}\n")

@@ -74,7 +74,7 @@ def test_the_demo_maps_curve_and_band_hold_the_truth(seed: int, bounded_figures)
     assert f["band_below_truth"] == 0.0 and f["band_miss"] < ONE_EXAMPLE, f
     assert f["map_coverage"] >= 0.85, f
     assert f["shown_min"] >= 0.0 and f["shown_max"] <= 1.0, f
-    assert f["chains_rhat"] <= RHAT_LIMIT, f  # the sampler's chains draw one map (decision 0080)
+    assert f["chains_rhat"] <= RHAT_LIMIT and f["chains_agree"], f  # the sampler's chains draw one map (decision 0080)
 
 
 def test_the_demo_maps_band_is_not_wider_than_it_needs_be_on_average(bounded_figures) -> None:
@@ -87,7 +87,7 @@ def test_the_single_raw_fit_misses_the_demo_maps_truth(sweeps, truth) -> None:
     for seed in (0, 1, 2):
         X, y = sweeps[seed]
         f = figures(X, y, truth, bounded=False, kept=1)
-        assert f["chains_rhat"] is None  # one fit: no chains to compare
+        assert f["chains_rhat"] is None and f["chains_agree"] is None  # one fit: no chains to compare
         misses.append(f["shown_max"] > 1.0 or f["curve_in_band"] < 0.9 or not 0.85 <= f["map_coverage"] <= 0.99)
     assert all(misses)
 
