@@ -26,6 +26,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 _KNOWN_TAGS = frozenset({"log"})
+#: The rule for a choice of no value: ``choice()``, which Hydra's parser refuses, and ``shuffle()``, which it parses.
+EMPTY_CHOICE = "a choice needs at least one value (two to sweep)"
 
 
 def _cast_int(*args: Any, value: Any = None) -> Any:
@@ -78,6 +80,8 @@ def _plain(value: Any) -> Any:
 
 def _build_choice(name: str, key: str, spec: str, sweep: ChoiceSweep, is_log: bool) -> Built:
     choices = _flatten(sweep.list)
+    if not choices:  # ``shuffle()`` parses to an empty choice (Hydra refuses ``choice()`` itself)
+        return None, None, [EMPTY_CHOICE], "choice(a, b)"
     unique = [c for i, c in enumerate(choices) if not any(_same(c, p) for p in choices[:i])]
     strings = tuple(format_override_value(c) for c in unique)
     fix = "choice(" + ", ".join(strings) + ")"
@@ -107,7 +111,7 @@ def _parse_error(exc: Exception) -> tuple[str, str]:
     """A rule and a corrected spec for an override Hydra could not parse."""
     lines = [ln for ln in str(exc).splitlines() if ln and not ln.startswith(("See https", "Error parsing"))]
     if any("empty choice" in ln for ln in lines):
-        return "a choice needs at least one value (two to sweep)", "choice(a, b)"
+        return EMPTY_CHOICE, "choice(a, b)"
     detail = "; ".join(lines) or type(exc).__name__
     forms = "interval, int(interval), tag(log, ...), choice, a,b,c or range"
     return f"not valid override grammar ({detail}); the forms are {forms}", "interval(0, 1)"
