@@ -98,7 +98,7 @@ class ChainAgreement:
 def potential_scale_reduction(draws: NDArray[np.float64]) -> NDArray[np.float64]:
     """BDA3 eq. 11.4 per column: ``draws`` shaped ``(chains, draws, points)``, at least two of each.
 
-    Where no chain varies (a constant metric), 1 if the chains are equal too, else infinite."""
+    Where no chain varies (every member predicts the same there), 1 if the chains are equal too, else infinite."""
     m = draws.shape[1]
     within = draws.var(axis=1, ddof=1).mean(axis=0)
     between = draws.mean(axis=1).var(axis=0, ddof=1)

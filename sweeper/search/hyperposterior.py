@@ -379,13 +379,15 @@ def fit_posterior(
         n_restarts: Restarts of the maximum-likelihood fit.
         terms: Additive terms (see :func:`sweeper.search.gp_fit.fit_gp`).
         kept: Posterior draws to keep (default: :func:`members_for` with bounds, 1 without; 1 is
-            the point fit alone).
+            the point fit alone). A constant metric keeps the point fit alone: its warped likelihood is
+            ``-inf`` everywhere (0/0 standardised values), there is no posterior to draw from.
 
     Raises:
         ValueError: Malformed data, or a score outside ``bounds``.
         RuntimeError: The maximum-likelihood fit failed in every restart.
     """
     seeds = [*np.atleast_1d(seed).tolist()]
+    kept = 1 if np.unique(np.asarray(y, dtype=np.float64)).size == 1 else kept
     common: dict[str, Any] = {"seed": [*seeds, 0], "categories": categories, "kernel": kernel, "rank": rank,
                               "n_restarts": n_restarts, "terms": terms}
     if bounds is None:  # without bounds: the single maximum-likelihood fit (see the module docstring)
