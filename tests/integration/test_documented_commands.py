@@ -155,3 +155,11 @@ def test_the_gpu_checks_cpu_dry_run_and_its_tables(tmp_path: Path) -> None:
     assert tables.returncode == 0, tables.stderr[-3000:]
     # Two trainings in one process and one in another, same seed, reproducible mode: bit-identical on the CPU.
     assert "| cnn-digits | reproducible | True / True |" in tables.stdout, tables.stdout[-3000:]
+    # The environment section: the presets read back as set, in one process and in either order, and a GPU asked
+    # for where none is visible is refused with the fix (the CPU stand-in of a trial given no GPU).
+    read_back = tables.stdout.split("apply_environment, read back")[1].split("\n\n")[1]  # the first table after it
+    rows = {line.split(" | ")[0].lstrip("| "): line for line in read_back.splitlines()}
+    reproducible = "| openblas=1,openmp=1 | :4096:8 | false | false | true | true | true | cpu | highest | 0 | 1 |"
+    assert rows["reproducible"].endswith(reproducible) and rows["reproducible again"].endswith(reproducible), rows
+    assert rows["defaults again"] == rows["auto (defaults)"].replace("auto (defaults)", "defaults again"), rows
+    assert "- device=cuda: EnvironmentSettingError: env.device=cuda but torch sees no GPU" in tables.stdout

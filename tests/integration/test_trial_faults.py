@@ -207,6 +207,12 @@ def test_a_task_that_raises_the_same_error_every_time_stops_after_the_first_tria
     assert "Traceback (most recent call last)" in log_file.read_text()
 
 
+#: The trials above it allocate until Ray's memory monitor kills their worker: of Sobol's first 4 points (seed 0, x =
+#: 0.41, 0.72, 0.90, 0.22) one, killed twice (it is retried once), then the sweep goes on to the last. Each kill
+#: costs ~6 s of a phase that runs alone (0.5 killed two trials: four kills, 35 s).
+OOM_KILL_ABOVE = 0.8
+
+
 # Ray's memory monitor acts on the whole machine's memory: another test's allocations beside it
 # would kill the trials that should survive. It runs after the parallel part, alone.
 @pytest.mark.serial
@@ -225,7 +231,7 @@ def test_a_worker_killed_for_memory_fails_its_trial_and_is_retried_once(tmp_path
     monkeypatch.setenv("RAY_memory_usage_threshold", f"{threshold:.4f}")
     monkeypatch.setenv("RAY_memory_monitor_refresh_ms", "100")
     sweep = run_cli(
-        TOY_APP, tmp_path, "oom_kill_above=0.5", "oom_kill_mb=5120", "hydra.sweeper.strategy=sobol",
+        TOY_APP, tmp_path, f"oom_kill_above={OOM_KILL_ABOVE}", "oom_kill_mb=5120", "hydra.sweeper.strategy=sobol",
         "hydra.sweeper.seed=0", "hydra.sweeper.num_trials=4", "hydra.sweeper.max_failure_rate=1.0",
         "ray.max_concurrent_trials=1", "ray.max_failures=-1",
     )
@@ -240,7 +246,7 @@ def test_a_worker_killed_for_memory_fails_its_trial_and_is_retried_once(tmp_path
                         r"[\d.]+GB of [\d.]+GB, more than RAY_memory_usage_threshold=0\.\d+\)$")
     for index, attempts in by_index.items():
         x = float(attempts[0].data.params["x"])
-        if x <= 0.5:
+        if x <= OOM_KILL_ABOVE:
             assert [r.info.status for r in attempts] == ["FINISHED"], index
             continue
         # The retried attempt and the final one, both FAILED with the reason.
@@ -251,7 +257,7 @@ def test_a_worker_killed_for_memory_fails_its_trial_and_is_retried_once(tmp_path
         assert sweep.output.count(f"trial #{index} failed in its worker and is retried: the trial's worker was "
                                   f"killed: out of memory") == 1
     results = yaml.safe_load((sweep.sweep_dir / "optimization_results.yaml").read_text())
-    assert (results["num_trials"], results["num_failed"]) == (4, 2)
+    assert (results["num_trials"], results["num_failed"]) == (4, 1)
     assert "allocated" not in sweep.output  # no trial outlived its allocation
     record_faults("worker killed by Ray's memory monitor, ray.max_failures=-1",
                   faults_injected=sum(r.info.status == "FAILED" for r in runs),
