@@ -36,7 +36,9 @@ def _launch_and_kill(tmp_path: Path, tracking_uri: str, executions: Path) -> sub
     cmd = [sys.executable, str(TOY_APP), "--multirun", "hydra/sweeper=multiverse",
            f"hydra.sweep.dir={tmp_path / 'sweep'}", f"mlflow.tracking_uri={tracking_uri}", "ray.num_cpus=2",
            f"hydra.sweeper.num_trials={NUM_TRIALS}", "hydra.sweeper.n_initial=4", "hydra.sweeper.batch_size=2",
-           "sleep_s=2", f"executions_log={executions}"]
+           # Trials of 1-2 s: the kill below needs 3 finished and 1 running, a window the trials of 0-2 s once
+           # closed in 1.6 s, between two of its polls on a loaded machine.
+           "sleep_min_s=1", "sleep_s=2", f"executions_log={executions}"]
     with open(tmp_path / "first.log", "w") as out:
         proc = subprocess.Popen(cmd, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     client = None  # MlflowClient() creates a new store's tables at once: not before the sweep has

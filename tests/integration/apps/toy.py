@@ -2,7 +2,8 @@
 
 - ``fail_above``: raise ValueError when x is above it;
 - ``nan_above``: return NaN when y is above it;
-- ``sleep_s``: sleep a random time up to this, so trials finish in random order;
+- ``sleep_s``: sleep a random time up to this, so trials finish in random order (at least
+  ``sleep_min_s``, for a test that must catch the sweep with trials still to run);
 - ``steps``: report this many per-step metrics through ``sweeper.log_metrics``;
 - ``executions_log``: append the trial's index (Hydra's job number) to this file when it
   starts, so a test can count how often each trial really ran.
@@ -46,7 +47,7 @@ def main(cfg: DictConfig) -> dict[str, float]:
         with open(cfg.executions_log, "a", encoding="utf-8") as log:
             log.write(f"{HydraConfig.get().job.num}\n")
     if cfg.sleep_s:
-        time.sleep(random.Random(os.urandom(8)).uniform(0, cfg.sleep_s))
+        time.sleep(random.Random(os.urandom(8)).uniform(cfg.sleep_min_s, cfg.sleep_s))
     for step in range(cfg.steps):
         log_metrics({"partial": branin01(cfg.x, cfg.y) * (step + 1) / cfg.steps}, step=step)
     if cfg.x > cfg.hang_gil_above:
