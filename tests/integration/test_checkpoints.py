@@ -37,11 +37,12 @@ EPOCHS = 6
 
 
 class Running:
-    """A command-line sweep of apps/epochs.py in its own session, its executions log, its records."""
+    """A command-line sweep of apps/epochs.py in its own session, on a Ray it joins (the session's head), its
+    executions log, its records."""
 
-    def __init__(self, tmp_path: Path, *overrides: str, local_ray: bool = True) -> None:
+    def __init__(self, tmp_path: Path, *overrides: str) -> None:
         self.tmp_path, self.executions = tmp_path, tmp_path / "executions.log"
-        self.sweep_dir, self.tracking_uri, kept, self.ray_env = _kept_in(tmp_path, local_ray, False, overrides)
+        self.sweep_dir, self.tracking_uri, kept, self.ray_env = _kept_in(tmp_path, False, False, overrides)
         self.log = tmp_path / "sweep.log"
         cmd = [sys.executable, str(EPOCHS_APP), "--multirun", "hydra/sweeper=multiverse", *kept,
                f"executions_log={self.executions}", f"epochs={EPOCHS}", *overrides]
@@ -72,13 +73,10 @@ class Running:
         os.killpg(self.proc.pid, signal.SIGKILL)
         raise AssertionError(f"never saw {what}:\n{self.output()[-4000:]}")
 
-    def checkpointed(self, epochs: int) -> dict[int, int] | None:
-        """Trial index -> worker pid, once every trial running has executed ``epochs`` epochs."""
-        done = collections.defaultdict(list)
-        for index, _epoch, pid in self.epochs_done():
-            done[index].append(pid)
-        ready = {i: pids[-1] for i, pids in done.items() if len(pids) >= epochs}
-        return ready if len(ready) == len(done) and ready else None
+    def checkpointed(self, epochs: int) -> bool:
+        """Whether every trial running has executed ``epochs`` epochs (and one has)."""
+        done = collections.Counter(index for index, _epoch, _pid in self.epochs_done())
+        return bool(done) and all(n >= epochs for n in done.values())
 
 
 def resume(run: Running) -> subprocess.CompletedProcess[str]:
@@ -113,7 +111,7 @@ def test_sigterm_stops_the_sweep_at_the_next_checkpoints_and_resume_continues_it
     """Preemption: SIGTERM to the driver alone (as Slurm's --signal=B:TERM and sweep.sbatch send it), its
     trials on a Ray it joined (as sweep.sbatch's driver joins the job's Ray cluster): the session's head."""
     run = Running(tmp_path, "hydra.sweeper.num_trials=3", "ray.max_concurrent_trials=2",
-                  "hydra.sweeper.preempt_grace_s=60", local_ray=False)
+                  "hydra.sweeper.preempt_grace_s=60")
     run.wait_until(lambda: run.checkpointed(2), "two epochs of each running trial")
     signalled = time.monotonic()
     os.kill(run.proc.pid, signal.SIGTERM)
