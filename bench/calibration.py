@@ -106,7 +106,8 @@ def sweep(name: str, bounds: bool, seed: int, n: int, workers: int = 2,
         clock[0] += TRIAL_SECONDS
         y = float(truth_at(name, np.array(s.x)[None, :])[0])
         policy.tell(s.index, y)
-        done.append({"x": s.x, "y": y, "mean": s.predicted_mean, "sd": s.predicted_sd, "from": s.predicted_from})
+        done.append({"x": s.x, "y": y, "mean": s.predicted_mean, "sd": s.predicted_sd, "from": s.predicted_from,
+                     "quantiles": s.predicted_quantiles})
 
 
 def grid_truth(name: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
@@ -122,6 +123,7 @@ def one(name: str, bounds: bool, seed: int, n: int, overrides: dict[str, Any] | 
     from sweeper.analysis.multiverse import fit_multiverse
     from sweeper.report.surrogate import surrogate_curve
     from sweeper.search.calibration import calibration, prospective_check
+    from sweeper.search.suggestion import PREDICTED_PROBS
     from sweeper.search.warping import MetricBounds
 
     started = time.perf_counter()
@@ -135,8 +137,12 @@ def one(name: str, bounds: bool, seed: int, n: int, overrides: dict[str, Any] | 
     low, high = fit.gp.band(U)
     chosen = [t for t in trials if t["mean"] is not None]
     predicted = [[t[k] for t in chosen] for k in ("y", "mean", "sd", "from")]
-    every = prospective_check(*predicted[:3])  # the searcher's predictions, all of them: the goal's figure
-    prospective = prospective_check(*predicted, n_model=len(y))  # those the verdict scores
+    quantiles = [t["quantiles"] or (np.nan,) * len(PREDICTED_PROBS) for t in chosen]
+    # The searcher's predictions, all of them (the goal's figure), by the model's own quantiles and, as the check
+    # read them before they were recorded, as Gaussians of their mean and sd.
+    every = prospective_check(*predicted[:3], quantiles=quantiles)
+    gaussian = prospective_check(*predicted[:3])
+    prospective = prospective_check(*predicted, n_model=len(y), quantiles=quantiles)  # those the verdict scores
     checks = calibration(fit.gp, [], prospective)
     curve = surrogate_curve(X, y, bounds=mb, space=space, seed=0).curve
     true = true_curve(name, n)
@@ -149,6 +155,7 @@ def one(name: str, bounds: bool, seed: int, n: int, overrides: dict[str, Any] | 
                                                         ("prospective", "prospective"))},
         "loo_coverage95": checks.checks[0].coverage95,
         "prediction_coverage95": every.coverage95 if every else float("nan"),
+        "prediction_coverage95_gaussian": gaussian.coverage95 if gaussian else float("nan"),
         "prediction_worst_z": every.max_abs_residual if every else float("nan"),
         "prospective_scored": prospective.n if prospective else 0,
         "prospective_coverage95": prospective.coverage95 if prospective else float("nan"),

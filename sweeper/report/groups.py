@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 #: ``sweeper.*`` tags that describe the sweep's bookkeeping, not how a score was obtained.
 BOOKKEEPING_TAGS = frozenset({
     "trial_index", "phase", "batch", "strategy", "acquisition", "predicted_mean", "predicted_sd", "predicted_from",
+    "predicted_quantiles",
     "tune_trial_id", "status", "duration_s", "error", "pid", "role", "unit_point", "writer_handle",
     "trial_dir", "checkpoint_step", "restart_error",  # where a trial's checkpoints live, the newest's step
 })

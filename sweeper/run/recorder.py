@@ -154,6 +154,8 @@ class TrialRecorder(Callback):
             "predicted_mean": meta.get("predicted_mean"),
             "predicted_sd": meta.get("predicted_sd"),
             "predicted_from": meta.get("predicted_from"),
+            "predicted_quantiles": None if meta.get("predicted_quantiles") is None
+            else json.dumps([float(q) for q in meta["predicted_quantiles"]]),
             "tune_trial_id": trial.trial_id,
             "unit_point": json.dumps([float(v) for v in meta.get("x", ())]),
             "trial_dir": trial.storage.trial_fs_path,

@@ -218,7 +218,7 @@ def _restored_tuner(job: TuneJob, trainable: Any, searcher: Any, recorder: Any, 
     searcher.policy.replay(
         Suggestion(i, tuple(how["x"]), job.space.from_unit([how["x"]])[0], how["phase"], how["batch"],
                    how.get("acquisition"), how.get("predicted_mean"), how.get("predicted_sd"),
-                   how.get("predicted_from"))
+                   how.get("predicted_from"), how.get("predicted_quantiles"))
         for i, how in sorted(ledger.suggested.items()))
     recorder.adopt(ledger.records(job.space, job.metric))
     path = tune_experiment_path(job.storage_path, job.name)

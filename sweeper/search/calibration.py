@@ -8,7 +8,7 @@ the GP's uncertainty. Three checks look at that uncertainty from different sides
 * **leave-one-configuration-out**: every replicate of a configuration left out at once, so a
   seed's copies cannot vouch for each other;
 * **prospective** (:func:`prospective_check`): each trial the searcher chose by the GP was
-  predicted (mean and sd of its result) before it ran. IVR sends trials where the GP knows
+  predicted (its result's predictive quantiles, mean and sd) before it ran. IVR sends trials where the GP knows
   least, so these are predictions into regions no trial had visited: what the two checks
   above cannot see (Dawid 1984's prequential principle: judge a forecaster by forecasts made
   before the outcome). The forecasts judge the map's model only when they were made from
@@ -34,25 +34,33 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
-from numpy.typing import ArrayLike
-from scipy.special import ndtr
+from numpy.typing import ArrayLike, NDArray
+from scipy.special import ndtr, ndtri
 
 from sweeper.search.loo import ADVICE, LOCO, LOO, MIN_TRIALS, PROSPECTIVE, PredictiveCheck, score_pit
+from sweeper.search.suggestion import PREDICTED_PROBS
 
 _ORDER = {"failed": 3, "passed": 2, "conservative": 1}
+#: A result this close to an outer recorded quantile, relative to its size or the interval's width, is on it.
+QUANTILE_SLACK = 1e-9
 #: A prediction is scored when its model was fitted on at least this share of the judged model's trials.
 #: NOTE: docs/decisions/0069-prospective-check-scores-comparable-forecasts.md
 COMPARABLE_EVIDENCE = 0.5
 
 
 def prospective_check(y: ArrayLike, mean: ArrayLike, sd: ArrayLike, made_from: ArrayLike | None = None,
-                      n_model: int | None = None) -> PredictiveCheck | None:
+                      n_model: int | None = None, quantiles: ArrayLike | None = None) -> PredictiveCheck | None:
     """Score the searcher's predictions ``(mean, sd)`` of the trials it chose against their results ``y``.
 
-    Each prediction is read as a Gaussian in the metric's units (the searcher records the mean
-    and sd of its predictive, observation noise included): ``u = Phi((y - mean) / sd)``. A
-    prediction with ``sd = 0`` holds only its own value. Trials without a finite prediction or
-    result are left out; None when none is left.
+    ``quantiles``, shape ``(n, len(PREDICTED_PROBS))`` (a row of NaN where not recorded): each prediction's
+    quantiles at :data:`~sweeper.search.suggestion.PREDICTED_PROBS`, the model's own distribution; a result
+    is inside its 95 % (68 %) interval exactly when it lies between the recorded ends
+    (:func:`quantile_pit`). A prediction without them (sweeps from before they were recorded) is read as
+    a Gaussian in the metric's units: ``u = Phi((y - mean) / sd)``, which near a bounded metric's bound
+    credits results with mass the model puts past the bound
+    (NOTE: docs/decisions/0082-prospective-check-reads-the-models-quantiles.md). A prediction with
+    ``sd = 0`` holds only its own value. Trials without a finite prediction or result are left out;
+    None when none is left.
 
     ``made_from``: how many trials each prediction's model was fitted on (NaN where not recorded:
     always scored); ``n_model``: the judged model's trials. A prediction made from fewer than
@@ -63,20 +71,53 @@ def prospective_check(y: ArrayLike, mean: ArrayLike, sd: ArrayLike, made_from: A
     """
     y, mean, sd = (np.asarray(a, dtype=np.float64) for a in (y, mean, sd))
     made = np.full(y.shape, np.nan) if made_from is None else np.asarray(made_from, dtype=np.float64)
+    q = np.full((y.size, len(PREDICTED_PROBS)), np.nan) if quantiles is None \
+        else np.asarray(quantiles, dtype=np.float64).reshape(y.size, len(PREDICTED_PROBS))
     ok = np.isfinite(y) & np.isfinite(mean) & np.isfinite(sd) & (sd >= 0)
     if not ok.any():
         return None
-    y, mean, sd, made = y[ok], mean[ok], sd[ok], made[ok]
+    y, mean, sd, made, q = y[ok], mean[ok], sd[ok], made[ok], q[ok]
     below: float = 0 if n_model is None else math.ceil(COMPARABLE_EVIDENCE * n_model)
     if np.count_nonzero(~(made < below)) < MIN_TRIALS:  # keep the MIN_TRIALS latest (all, when fewer)
         below = min(below, float(np.sort(np.nan_to_num(made, nan=np.inf))[::-1][min(MIN_TRIALS, made.size) - 1]))
     early = made < below  # NaN (not recorded) compares False: always scored
-    y, mean, sd = y[~early], mean[~early], sd[~early]
+    y, mean, sd, q = y[~early], mean[~early], sd[~early], q[~early]
     with np.errstate(divide="ignore", invalid="ignore"):
         off = np.where(y == mean, 0.0, np.sign(y - mean) * np.inf)  # sd 0 holds only its own value
         z = np.where(sd > 0, (y - mean) / np.where(sd > 0, sd, 1.0), off)
-    check = score_pit(ndtr(z), mean, y, PROSPECTIVE)
+    recorded: NDArray[np.bool_] = np.all(np.isfinite(q), axis=1)
+    pit = np.where(recorded, quantile_pit(y, np.where(recorded[:, None], q, 0.0)), ndtr(z))
+    check = score_pit(pit, mean, y, PROSPECTIVE)
     return replace(check, earlier=int(early.sum()), earlier_below=int(below)) if early.any() else check
+
+
+def quantile_pit(y: ArrayLike, quantiles: ArrayLike) -> NDArray[np.float64]:
+    """``P(Y <= y)`` of each result ``y`` under a predictive known by its ``quantiles`` at ``PREDICTED_PROBS``.
+
+    Exact at the quantiles, so a result's place inside or outside the central 68 % and 95 % intervals is
+    the model's own; between them the standardised residual ``Phi^-1(u)`` is interpolated linearly in
+    ``y``, and beyond the outer ones it goes on with the outer interval's slope (a Gaussian tail of that
+    width): the residual's size past the 95 % interval is an estimate. Quantiles that coincide (a
+    prediction with no spread) hold only their own value.
+    """
+    y = np.asarray(y, dtype=np.float64)
+    q = np.asarray(quantiles, dtype=np.float64).reshape(y.size, len(PREDICTED_PROBS))
+    knots = ndtri(np.asarray(PREDICTED_PROBS))
+    z = np.array([np.interp(v, row, knots) for v, row in zip(y, q, strict=True)])
+    for end, inner in ((0, 1), (-1, -2)):
+        past = (y < q[:, end]) if end == 0 else (y > q[:, end])
+        width = q[:, end] - q[:, inner]
+        with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+            slope = np.where(width != 0, (knots[end] - knots[inner]) / width, np.inf)
+            tail = knots[end] + (y - q[:, end]) * slope
+        z = np.where(past, tail, z)
+    # On an end is inside (whatever ndtr(ndtri(p)) rounds to), and so is a result within rounding of one: a
+    # quantile found by bisection can stop an ulp short of a bound where the model holds mass of its own (a
+    # member's ceiling at 1.0, whose warp gives exactly 1.0 only far out in its tail).
+    slack = QUANTILE_SLACK * np.maximum(np.abs(y), q[:, -1] - q[:, 0])
+    inside = (y >= q[:, 0] - slack) & (y <= q[:, -1] + slack)
+    pit: NDArray[np.float64] = np.where(inside, np.clip(ndtr(z), PREDICTED_PROBS[0], PREDICTED_PROBS[-1]), ndtr(z))
+    return pit
 
 
 def sweep_prospective_check(suggestions: Iterable[Any], results: Mapping[int, float], *,
@@ -87,14 +128,17 @@ def sweep_prospective_check(suggestions: Iterable[Any], results: Mapping[int, fl
     ``single_fit``: the predictions came from one maximum-likelihood fit (no declared bounds), judged
     without the allowance for chance, as :func:`calibration` judges that model.
     """
+    unknown = (math.nan,) * len(PREDICTED_PROBS)
     scored = [(results[s.index], s.predicted_mean, s.predicted_sd,
-               math.nan if s.predicted_from is None else s.predicted_from) for s in suggestions
+               math.nan if s.predicted_from is None else s.predicted_from, *(s.predicted_quantiles or unknown))
+              for s in suggestions
               if s.predicted_mean is not None and s.predicted_sd is not None and s.index in results]
     finite = sum(math.isfinite(v) for v in results.values())
     if not scored:
         return None
-    y, mean, sd, made_from = np.array(scored).T
-    check = prospective_check(y, mean, sd, made_from, n_model=finite)
+    table = np.array(scored)
+    y, mean, sd, made_from = table[:, :4].T
+    check = prospective_check(y, mean, sd, made_from, n_model=finite, quantiles=table[:, 4:])
     return replace(check, max_surprise=1.0) if check is not None and single_fit else check
 
 
@@ -181,4 +225,5 @@ def calibration(model: Any, replicate_columns: Sequence[int] = (),
     return Calibration(tuple(checks), bounded=getattr(model, "warp", None) is not None)
 
 
-__all__ = ["LOCO", "LOO", "PROSPECTIVE", "Calibration", "calibration", "prospective_check", "sweep_prospective_check"]
+__all__ = ["LOCO", "LOO", "PROSPECTIVE", "Calibration", "calibration", "prospective_check", "quantile_pit",
+           "sweep_prospective_check"]

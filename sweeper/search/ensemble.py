@@ -116,14 +116,25 @@ class GPEnsemble:
         found by bisection on the average of their distribution functions (as the leave-one-out
         check averages them, :mod:`sweeper.search.loo`). Returns ``(low, high)``, each ``(a,)``.
         """
-        X = np.asarray(X, dtype=np.float64)
-        gauss = [m.predict_warped(X, noise=True) for m in self.members]
         tail = (1.0 - level) / 2.0
-        return self._quantile(gauss, tail), self._quantile(gauss, 1.0 - tail)
+        low, high = self.quantiles(X, (tail, 1.0 - tail)).T
+        return low, high
 
-    def _quantile(self, gauss: list[tuple[NDArray[np.float64], NDArray[np.float64]]], p: float
+    def quantiles(self, X: ArrayLike, probs: Sequence[float]) -> NDArray[np.float64]:
+        """The ``probs``-quantiles of a new trial's result at ``X`` under the mixture, shape ``(a, len(probs))``.
+
+        One bisection for every point and level together: its cost is a call per member per step, whatever
+        their number."""
+        X = np.asarray(X, dtype=np.float64)
+        k = len(probs)
+        gauss = [(np.repeat(mean, k), np.repeat(sd, k)) for mean, sd in
+                 (m.predict_warped(X, noise=True) for m in self.members)]
+        return self._quantile(gauss, np.tile(np.asarray(probs, dtype=np.float64), X.shape[0])).reshape(-1, k)
+
+    def _quantile(self, gauss: list[tuple[NDArray[np.float64], NDArray[np.float64]]], p: NDArray[np.float64]
                   ) -> NDArray[np.float64]:
-        """The ``p``-quantile of the mixture of the members' predictives ``gauss`` (mean, sd on their scale)."""
+        """The ``p``-quantiles (one level per entry) of the mixture of the members' predictives ``gauss`` (mean,
+        sd on their scale)."""
         each = np.array([_back(m, mean + ndtri(p) * sd) for m, (mean, sd) in zip(self.members, gauss, strict=True)])
         if len(self.members) == 1:
             alone: NDArray[np.float64] = each[0]
@@ -161,3 +172,10 @@ class GPEnsemble:
             rows = np.flatnonzero(which == j)
             out[rows] = self.members[j].sample_posterior(X, rows.size, rng)
         return out
+
+
+def predictive_quantiles(gp: GPFit | GPEnsemble, X: ArrayLike, probs: Sequence[float]) -> NDArray[np.float64]:
+    """The ``probs``-quantiles of a new trial's result at ``X``, shape ``(a, len(probs))``: the model's own
+    distribution (a single fit's warped Gaussian, or the mixture's), not a Gaussian of its mean and sd."""
+    model = gp if isinstance(gp, GPEnsemble) else GPEnsemble(gp, (gp,))
+    return model.quantiles(X, probs)

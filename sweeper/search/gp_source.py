@@ -27,7 +27,7 @@ from sweeper.search.gp_batch import GPBatchStep
 from sweeper.search.history import TrialHistory
 from sweeper.search.settings import PolicySettings
 from sweeper.search.space import SearchSpace
-from sweeper.search.suggestion import BatchFit, Suggestion, make_suggestion, suggestion_from_dict
+from sweeper.search.suggestion import BatchFit, Suggestion, make_suggestion, model_suggestions, suggestion_from_dict
 
 log = logging.getLogger(__name__)
 
@@ -185,7 +185,5 @@ class GPSource:
             plan.warm_bounded = getattr(tagger, "point", tagger).hyperparameters() if tagger is not gp else None
         plan.tagger = tagger
         cand, pick = self._step.pick(gp, X_all, size, stream, tagger)
-        return [
-            make_suggestion(self._space, first + k, cand[i], self._step.phase, batch, float(v), tagger)
-            for k, (i, v) in enumerate(zip(pick.indices, pick.values, strict=True))
-        ]
+        return model_suggestions(self._space, first, cand[pick.indices], self._step.phase,
+                                 batch, [float(v) for v in pick.values], tagger)

@@ -7,7 +7,7 @@ and a suggestion round-trips through the policy's JSON state (:func:`suggestion_
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -18,6 +18,11 @@ if TYPE_CHECKING:
     from sweeper.search.ensemble import GPEnsemble
     from sweeper.search.gp import GPFit
     from sweeper.search.space import SearchSpace
+
+
+#: Where a suggestion records its predictive's quantiles: the ends of the central 95 % and 68 % intervals the
+#: prospective check counts (:mod:`sweeper.search.loo`), and the median between them.
+PREDICTED_PROBS = (0.025, 0.15865525393145707, 0.5, 0.8413447460685429, 0.975)
 
 
 @dataclass(frozen=True)
@@ -73,6 +78,9 @@ class Suggestion:
             the prospective check scores (:mod:`sweeper.search.calibration`).
         predicted_from: how many trials the model that made the prediction was fitted on: the
             prospective check judges a map's model by predictions made from comparable evidence.
+        predicted_quantiles: the predictive's quantiles at :data:`PREDICTED_PROBS`, original units: the
+            model's own distribution, which the prospective check reads where it has them (a bounded
+            metric's predictive is skewed near its bound, and its mean and sd describe it badly there).
     """
 
     index: int
@@ -84,30 +92,39 @@ class Suggestion:
     predicted_mean: float | None = None
     predicted_sd: float | None = None
     predicted_from: int | None = None
+    predicted_quantiles: tuple[float, ...] | None = None
 
 
-def make_suggestion(
-    space: SearchSpace,
-    index: int,
-    u: NDArray[np.float64],
-    phase: str,
-    batch: int,
-    acquisition: float | None = None,
-    gp: GPFit | GPEnsemble | None = None,
-) -> Suggestion:
-    """The suggestion of trial ``index`` at unit-cube point ``u``, snapped to legal values of discrete dims.
-
-    With ``gp``, the suggestion carries that model's predictive of its result (noise included).
-    """
+def make_suggestion(space: SearchSpace, index: int, u: NDArray[np.float64], phase: str, batch: int) -> Suggestion:
+    """The suggestion of trial ``index`` at unit-cube point ``u`` of a design (no model's prediction), snapped to
+    legal values of discrete dims."""
     params = space.from_unit(u)[0]
     x = space.to_unit([params])[0]  # snapped to legal values of discrete dims
-    mean = sd = made_from = None
-    if gp is not None:
-        m, v = gp.predict(x[None, :], noise=True)  # the predictive of its result, original units
-        mean, sd, made_from = float(m[0]), float(v[0]), int(gp.X.shape[0])
-    return Suggestion(index, tuple(float(t) for t in x), params, phase, batch, acquisition, mean, sd, made_from)
+    return Suggestion(index, tuple(float(t) for t in x), params, phase, batch)
+
+
+def model_suggestions(space: SearchSpace, first: int, units: NDArray[np.float64], phase: str, batch: int,
+                      acquisitions: Sequence[float], gp: GPFit | GPEnsemble) -> list[Suggestion]:
+    """Trials ``first, first + 1, ...`` at unit-cube points ``units`` ``(k, d)`` chosen by a model, snapped to legal
+    values of discrete dims, each with ``gp``'s predictive of its result (noise included): its mean and sd, and
+    its quantiles at :data:`PREDICTED_PROBS` (for the whole batch at once: the mixture's quantiles are found by
+    one bisection, :meth:`~sweeper.search.ensemble.GPEnsemble.quantiles`)."""
+    from sweeper.search.ensemble import predictive_quantiles
+
+    params = space.from_unit(units)
+    if not params:
+        return []
+    x = space.to_unit(params)
+    mean, sd = gp.predict(x, noise=True)  # the predictive of each result, original units
+    quantiles = predictive_quantiles(gp, x, PREDICTED_PROBS)
+    made_from = int(gp.X.shape[0])
+    return [Suggestion(first + k, tuple(float(t) for t in x[k]), params[k], phase, batch, float(acquisitions[k]),
+                       float(mean[k]), float(sd[k]), made_from, tuple(float(q) for q in quantiles[k]))
+            for k in range(len(params))]
 
 
 def suggestion_from_dict(d: Mapping[str, Any]) -> Suggestion:
-    """A suggestion from its ``dataclasses.asdict`` form (JSON turns the tuple ``x`` into a list)."""
-    return Suggestion(**{**d, "x": tuple(d["x"])})
+    """A suggestion from its ``dataclasses.asdict`` form (JSON turns the tuples into lists)."""
+    quantiles = d.get("predicted_quantiles")
+    return Suggestion(**{**d, "x": tuple(d["x"]), "predicted_quantiles": None if quantiles is None
+                         else tuple(float(q) for q in quantiles)})

@@ -114,8 +114,11 @@ def check_svm_sweep_records(sweep: Sweep) -> None:
     for r in children[4:]:
         assert float(r.data.tags["sweeper.acquisition"]) > 0
         assert float(r.data.tags["sweeper.predicted_sd"]) > 0
-        # conf/svm.yaml declares the accuracy's bounds: the searcher's GP predicts inside them.
+        # conf/svm.yaml declares the accuracy's bounds: the searcher's GP predicts inside them, and the quantiles
+        # the prospective check reads (2.5, 16, 50, 84, 97.5 %) are its own, inside the bounds too.
         assert 0.0 < float(r.data.tags["sweeper.predicted_mean"]) < 1.0
+        quantiles = json.loads(r.data.tags["sweeper.predicted_quantiles"])
+        assert len(quantiles) == 5 and 0.0 <= quantiles[0] <= quantiles[2] <= quantiles[4] <= 1.0, quantiles
     assert parent.data.params["metric_bounds"] == "[0, 1]"
 
     # The IVR points are spread over the (log) space, not clustered.

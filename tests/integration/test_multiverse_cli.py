@@ -123,11 +123,14 @@ def test_multiverse_writes_and_logs_every_artifact(forks) -> None:
     assert calibration["verdict"] == ("failed" if "failed" in verdicts else calibration["verdict"])
     kept = [r for r in children if r.info.status == "FINISHED" and r.data.metrics["train_acc"] >= 0.9
             and "sweeper.predicted_mean" in r.data.tags]
-    z = [(r.data.metrics["test_acc"] - float(r.data.tags["sweeper.predicted_mean"]))
-         / float(r.data.tags["sweeper.predicted_sd"]) for r in kept]
+    # Each is read by the predictive's own quantiles (2.5, 16, 50, 84, 97.5 %), recorded beside its mean and sd.
+    quantiles = np.array([json.loads(r.data.tags["sweeper.predicted_quantiles"]) for r in kept])
+    assert quantiles.shape == (len(kept), 5) and np.all(np.diff(quantiles, axis=1) >= 0)
+    result = np.array([r.data.metrics["test_acc"] for r in kept])
     prospective = calibration["checks"]["prospective"]
     assert len(kept) > 0 and prospective["n"] == len(kept)
-    assert prospective["coverage95"] == pytest.approx(np.mean(np.abs(z) <= 1.959964), abs=1e-9)
+    inside = (quantiles[:, 0] <= result) & (result <= quantiles[:, 4])
+    assert prospective["coverage95"] == pytest.approx(np.mean(inside), abs=1e-9)
     from mlflow.tracking import MlflowClient
 
     run_metrics = MlflowClient(sweep.tracking_uri).get_run(parent.info.run_id).data.metrics

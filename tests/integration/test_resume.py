@@ -9,6 +9,7 @@ Ray head (``ray.address=<the head>``, as after a restart on a new cluster).
 from __future__ import annotations
 
 import collections
+import json
 import os
 import signal
 import subprocess
@@ -143,6 +144,9 @@ def test_a_killed_sweep_resumes_without_losing_or_repeating_a_trial(tmp_path: Pa
                            for r in gp_runs)  # never more results than trials asked before it
     assert all(replayed[int(r.data.tags["sweeper.trial_index"])]["predicted_from"]
                == int(r.data.tags["sweeper.predicted_from"]) for r in gp_runs)
+    # ... and the predictive's quantiles, which the check reads them by.
+    assert all(replayed[int(r.data.tags["sweeper.trial_index"])]["predicted_quantiles"]
+               == tuple(json.loads(r.data.tags["sweeper.predicted_quantiles"])) for r in gp_runs)
     record_faults("driver SIGKILL mid-sweep, then sweeper resume", faults_injected=1, trials_expected=NUM_TRIALS,
                   trials_recorded=len(by_index), finished_runs=sum(r.info.status == "FINISHED" for r in runs),
                   duplicates=sum(len([r for r in a if r.info.status == "FINISHED"]) - 1 for a in by_index.values()),

@@ -108,6 +108,37 @@ def test_prospective_check_skips_trials_without_a_prediction_and_handles_zero_sd
     assert prospective_check(y, [np.nan] * 4, [np.nan] * 4) is None
 
 
+def test_recorded_quantiles_decide_inside_and_outside_and_a_gaussians_reproduce_its_pit() -> None:
+    """The predictive's own quantiles (2.5, 16, 50, 84, 97.5 %): a result is inside its 95 % interval exactly when it
+    lies between the ends, ends included. A Gaussian's quantiles give back the Gaussian's PIT everywhere (its tails
+    too: past 1.96 sd the residual goes on with the slope of the 84-97.5 % stretch, as a Gaussian's does)."""
+    from scipy.stats import norm
+
+    from sweeper.search.calibration import quantile_pit
+    from sweeper.search.suggestion import PREDICTED_PROBS
+
+    y = np.array([-3.0, -1.96, -0.7, 0.0, 0.4, 1.5, 2.2, 4.0])
+    gaussian = np.tile(norm.ppf(PREDICTED_PROBS), (y.size, 1))
+    np.testing.assert_allclose(quantile_pit(y, gaussian), norm.cdf(y), rtol=1e-9)
+    # A skewed predictive near a bound: mean 0.80, sd 0.157, but the model's 97.5 % quantile is 0.986.
+    skewed = [0.43, 0.65, 0.84, 0.96, 0.986]
+    q = np.array([skewed, skewed, skewed, [0.68, 0.96, 0.99, 1.0, 1.0], [0.5, 0.5, 0.5, 0.5, 0.5]])
+    results = np.array([1.0, 0.986, 0.43, 1.0, 0.5])
+    mean, sd = np.array([0.80, 0.80, 0.80, 0.97, 0.5]), np.array([0.157, 0.157, 0.157, 0.09, 0.0])
+    read = prospective_check(results, mean, sd, quantiles=q)
+    as_gaussians = prospective_check(results, mean, sd)
+    assert read is not None and as_gaussians is not None
+    # 1.0 is past the model's 97.5 % (as a Gaussian it is inside: 0.80 + 1.96 x 0.157 = 1.11); the ends are inside;
+    # 1.0 where the model puts more than 2.5 % of its mass on the bound is inside; no spread holds only its value.
+    np.testing.assert_array_equal((read.pit >= 0.025) & (read.pit <= 0.975), [False, True, True, True, True])
+    # As Gaussians the first is inside, and 0.43, the model's own 2.5 % quantile, is 2.4 sd below the mean: outside.
+    np.testing.assert_array_equal((as_gaussians.pit >= 0.025) & (as_gaussians.pit <= 0.975),
+                                  [True, True, False, True, True])
+    # A row without quantiles (NaN: recorded before they were) is read as a Gaussian, as before.
+    mixed = prospective_check(results, mean, sd, quantiles=np.where(np.arange(5)[:, None] == 0, np.nan, q))
+    assert mixed is not None and mixed.coverage95 == 1.0
+
+
 def test_predictions_made_from_less_than_half_the_trials_are_not_scored() -> None:
     """The first GP batch's forecasts come from a fit on the Sobol design alone: they judge that fit, not the map's.
 
