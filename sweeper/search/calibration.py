@@ -56,8 +56,8 @@ def prospective_check(y: ArrayLike, mean: ArrayLike, sd: ArrayLike, made_from: A
     quantiles at :data:`~sweeper.search.suggestion.PREDICTED_PROBS`, the model's own distribution; a result
     is inside its 95 % (68 %) interval exactly when it lies between the recorded ends
     (:func:`quantile_pit`). A prediction without them (sweeps from before they were recorded) is read as
-    a Gaussian in the metric's units: ``u = Phi((y - mean) / sd)``, which near a bounded metric's bound
-    credits results with mass the model puts past the bound
+    a Gaussian in the metric's units: ``u = Phi((y - mean) / sd)``, which misplaces the interval, both ways,
+    where a bounded metric's predictive is skewed near its bound
     (NOTE: docs/decisions/0082-prospective-check-reads-the-models-quantiles.md). A prediction with
     ``sd = 0`` holds only its own value. Trials without a finite prediction or result are left out;
     None when none is left.

@@ -74,8 +74,8 @@ class Suggestion:
             of a GP strategy is batch 0).
         acquisition: the acquisition value when the point was chosen (GP phases only).
         predicted_mean: the mean of the GP's predictive of the trial's result, original units.
-        predicted_sd: its standard deviation (observation noise included), original units: what
-            the prospective check scores (:mod:`sweeper.search.calibration`).
+        predicted_sd: its standard deviation (observation noise included), original units (the
+            prospective check, :mod:`sweeper.search.calibration`, reads the quantiles below instead).
         predicted_from: how many trials the model that made the prediction was fitted on: the
             prospective check judges a map's model by predictions made from comparable evidence.
         predicted_quantiles: the predictive's quantiles at :data:`PREDICTED_PROBS`, original units: the
