@@ -123,7 +123,6 @@ def one(name: str, bounds: bool, seed: int, n: int, overrides: dict[str, Any] | 
     from sweeper.analysis.multiverse import fit_multiverse
     from sweeper.report.surrogate import surrogate_curve
     from sweeper.search.calibration import calibration, prospective_check
-    from sweeper.search.suggestion import PREDICTED_PROBS
     from sweeper.search.warping import MetricBounds
 
     started = time.perf_counter()
@@ -137,7 +136,7 @@ def one(name: str, bounds: bool, seed: int, n: int, overrides: dict[str, Any] | 
     low, high = fit.gp.band(U)
     chosen = [t for t in trials if t["mean"] is not None]
     predicted = [[t[k] for t in chosen] for k in ("y", "mean", "sd", "from")]
-    quantiles = [t["quantiles"] or (np.nan,) * len(PREDICTED_PROBS) for t in chosen]
+    quantiles = [t["quantiles"] for t in chosen]
     # The searcher's predictions, all of them (the goal's figure), by the model's own quantiles and, as the check
     # read them before they were recorded, as Gaussians of their mean and sd.
     every = prospective_check(*predicted[:3], quantiles=quantiles)

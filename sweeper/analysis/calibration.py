@@ -9,8 +9,6 @@ quantiles, ``sweeper.predicted_quantiles``, where the sweep recorded them).
 
 from __future__ import annotations
 
-import json
-import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,7 +17,7 @@ from sweeper.analysis.runs import SEED_KEYS, is_environment_param
 from sweeper.search.calibration import Calibration, calibration, prospective_check
 from sweeper.search.loo import PredictiveCheck
 from sweeper.search.space import SearchSpace
-from sweeper.search.suggestion import PREDICTED_PROBS
+from sweeper.search.suggestion import quantiles_from_tag
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -44,7 +42,7 @@ def searcher_predictions(kept: pd.DataFrame, metric: str) -> PredictiveCheck | N
     mean, sd, y = (np.asarray(kept[c].map(_number), dtype=np.float64) for c in columns)
     made_from = np.asarray(kept["tag.predicted_from"].map(_number), dtype=np.float64) \
         if "tag.predicted_from" in kept else None
-    quantiles = np.array([_quantiles(v) for v in kept["tag.predicted_quantiles"]], dtype=np.float64) \
+    quantiles = [quantiles_from_tag(v) for v in kept["tag.predicted_quantiles"]] \
         if "tag.predicted_quantiles" in kept else None
     return prospective_check(y, mean, sd, made_from, n_model=int(np.isfinite(y).sum()), quantiles=quantiles)
 
@@ -52,15 +50,6 @@ def searcher_predictions(kept: pd.DataFrame, metric: str) -> PredictiveCheck | N
 def sweep_calibration(model: Any, space: SearchSpace | None, kept: pd.DataFrame, metric: str) -> Calibration:
     """The checks of ``model`` fitted to the ``kept`` trials: LOO, LOCO and the searcher's own predictions."""
     return calibration(model, replicate_columns(space), searcher_predictions(kept, metric))
-
-
-def _quantiles(value: Any) -> list[float]:
-    """The ``predicted_quantiles`` tag (a JSON list); NaNs where a trial has none or it cannot be read."""
-    try:
-        numbers = [float(v) for v in json.loads(value)]
-    except (TypeError, ValueError):
-        numbers = []
-    return numbers if len(numbers) == len(PREDICTED_PROBS) else [math.nan] * len(PREDICTED_PROBS)
 
 
 def _number(value: Any) -> float:

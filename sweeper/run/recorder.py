@@ -33,6 +33,7 @@ from sweeper.record.spool import DurableWriter
 from sweeper.run.outcome import TrialRecord, format_params
 from sweeper.run.searcher import TRIAL_KEY
 from sweeper.run.trial_result import STATUS_KEY, TrialResult
+from sweeper.search.suggestion import quantiles_tag
 
 if TYPE_CHECKING:
     from ray.tune.experiment import Trial
@@ -155,7 +156,7 @@ class TrialRecorder(Callback):
             "predicted_sd": meta.get("predicted_sd"),
             "predicted_from": meta.get("predicted_from"),
             "predicted_quantiles": None if meta.get("predicted_quantiles") is None
-            else json.dumps([float(q) for q in meta["predicted_quantiles"]]),
+            else quantiles_tag(meta["predicted_quantiles"]),
             "tune_trial_id": trial.trial_id,
             "unit_point": json.dumps([float(v) for v in meta.get("x", ())]),
             "trial_dir": trial.storage.trial_fs_path,

@@ -29,6 +29,7 @@ from typing import Any
 from sweeper.errors import SweeperConfigError
 from sweeper.run.outcome import TrialRecord
 from sweeper.search.space import SearchSpace
+from sweeper.search.suggestion import quantiles_from_tag
 
 MANIFEST_FILE = "sweep.json"
 MANIFEST_VERSION = 1
@@ -182,7 +183,7 @@ def reconcile(tracker: Any, parent_run_id: str,
                 "batch": int(tags.get("sweeper.batch", 0)),
                 **{k: _number(tags.get(f"sweeper.{k}")) for k in ("acquisition", "predicted_mean", "predicted_sd")},
                 "predicted_from": _count(tags.get("sweeper.predicted_from")),
-                "predicted_quantiles": _numbers(tags.get("sweeper.predicted_quantiles")),
+                "predicted_quantiles": quantiles_from_tag(tags.get("sweeper.predicted_quantiles")),
             }
         ended = tags.get("sweeper.status") in ("FINISHED", "FAILED", "TIMEOUT")
         stopped = run.info.status == "RUNNING" or tags.get("sweeper.status") in ("PREEMPTED", "INTERRUPTED")
@@ -209,14 +210,6 @@ def _number(text: str | None) -> float | None:
     try:
         return None if text is None else float(text)
     except ValueError:
-        return None
-
-
-def _numbers(text: str | None) -> tuple[float, ...] | None:
-    """A JSON list of numbers (the ``predicted_quantiles`` tag); None when absent or unreadable."""
-    try:
-        return None if text is None else tuple(float(v) for v in json.loads(text))
-    except (ValueError, TypeError):
         return None
 
 

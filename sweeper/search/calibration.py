@@ -49,10 +49,11 @@ COMPARABLE_EVIDENCE = 0.5
 
 
 def prospective_check(y: ArrayLike, mean: ArrayLike, sd: ArrayLike, made_from: ArrayLike | None = None,
-                      n_model: int | None = None, quantiles: ArrayLike | None = None) -> PredictiveCheck | None:
+                      n_model: int | None = None, quantiles: Sequence[Sequence[float] | None] | None = None
+                      ) -> PredictiveCheck | None:
     """Score the searcher's predictions ``(mean, sd)`` of the trials it chose against their results ``y``.
 
-    ``quantiles``, shape ``(n, len(PREDICTED_PROBS))`` (a row of NaN where not recorded): each prediction's
+    ``quantiles``, one row per prediction (None where not recorded): each prediction's
     quantiles at :data:`~sweeper.search.suggestion.PREDICTED_PROBS`, the model's own distribution; a result
     is inside its 95 % (68 %) interval exactly when it lies between the recorded ends
     (:func:`quantile_pit`). A prediction without them (sweeps from before they were recorded) is read as
@@ -71,8 +72,9 @@ def prospective_check(y: ArrayLike, mean: ArrayLike, sd: ArrayLike, made_from: A
     """
     y, mean, sd = (np.asarray(a, dtype=np.float64) for a in (y, mean, sd))
     made = np.full(y.shape, np.nan) if made_from is None else np.asarray(made_from, dtype=np.float64)
-    q = np.full((y.size, len(PREDICTED_PROBS)), np.nan) if quantiles is None \
-        else np.asarray(quantiles, dtype=np.float64).reshape(y.size, len(PREDICTED_PROBS))
+    unknown = (math.nan,) * len(PREDICTED_PROBS)
+    q = np.array([unknown if row is None else row for row in ([None] * y.size if quantiles is None else quantiles)],
+                 dtype=np.float64).reshape(y.size, len(PREDICTED_PROBS))
     ok = np.isfinite(y) & np.isfinite(mean) & np.isfinite(sd) & (sd >= 0)
     if not ok.any():
         return None
@@ -128,17 +130,16 @@ def sweep_prospective_check(suggestions: Iterable[Any], results: Mapping[int, fl
     ``single_fit``: the predictions came from one maximum-likelihood fit (no declared bounds), judged
     without the allowance for chance, as :func:`calibration` judges that model.
     """
-    unknown = (math.nan,) * len(PREDICTED_PROBS)
-    scored = [(results[s.index], s.predicted_mean, s.predicted_sd,
-               math.nan if s.predicted_from is None else s.predicted_from, *(s.predicted_quantiles or unknown))
-              for s in suggestions
+    chosen = [s for s in suggestions
               if s.predicted_mean is not None and s.predicted_sd is not None and s.index in results]
     finite = sum(math.isfinite(v) for v in results.values())
-    if not scored:
+    if not chosen:
         return None
-    table = np.array(scored)
-    y, mean, sd, made_from = table[:, :4].T
-    check = prospective_check(y, mean, sd, made_from, n_model=finite, quantiles=table[:, 4:])
+    y, mean, sd, made_from = np.array([(results[s.index], s.predicted_mean, s.predicted_sd,
+                                        math.nan if s.predicted_from is None else s.predicted_from)
+                                       for s in chosen]).T
+    check = prospective_check(y, mean, sd, made_from, n_model=finite,
+                              quantiles=[s.predicted_quantiles for s in chosen])
     return replace(check, max_surprise=1.0) if check is not None and single_fit else check
 
 

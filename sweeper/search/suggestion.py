@@ -7,6 +7,7 @@ and a suggestion round-trips through the policy's JSON state (:func:`suggestion_
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -121,6 +122,21 @@ def model_suggestions(space: SearchSpace, first: int, units: NDArray[np.float64]
     return [Suggestion(first + k, tuple(float(t) for t in x[k]), params[k], phase, batch, float(acquisitions[k]),
                        float(mean[k]), float(sd[k]), made_from, tuple(float(q) for q in quantiles[k]))
             for k in range(len(params))]
+
+
+def quantiles_tag(quantiles: Sequence[float]) -> str:
+    """The ``sweeper.predicted_quantiles`` tag's text: a JSON list."""
+    return json.dumps([float(q) for q in quantiles])
+
+
+def quantiles_from_tag(text: Any) -> tuple[float, ...] | None:
+    """The quantiles a ``sweeper.predicted_quantiles`` tag holds; None when absent or not one per level of
+    :data:`PREDICTED_PROBS` (a trial recorded before the tag, or a tag edited by hand)."""
+    try:
+        quantiles = tuple(float(q) for q in json.loads(text))
+    except (TypeError, ValueError):
+        return None
+    return quantiles if len(quantiles) == len(PREDICTED_PROBS) else None
 
 
 def suggestion_from_dict(d: Mapping[str, Any]) -> Suggestion:
