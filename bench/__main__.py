@@ -13,6 +13,7 @@ BENCHMARKS = {
     "efficiency": ("bench.efficiency", "map error after n trials: ours vs sobol, random, ucb, Emukit, BoTorch (8.3)"),
     "scale": ("bench.scale", "suggestion time and map quality from n = 100 to 5,000 (issue 8.4)"),
     "analysis": ("bench.analysis_speed", "expected_max on 10^6 values, sweeper report on 10,000 trials (8.5)"),
+    "sampler": ("bench.sampler_speed", "the analysis sampler's log posterior and mixture vs the composition before"),
     "fidelity": ("bench.fidelity", "report curve and multiverse maps against the truth of real ML maps (issue 15)"),
     "demo-figures": ("bench.demo_figures", "issue 15's figures of the demo's map over many seeds of its sweep"),
     "calibration": ("bench.calibration", "predictive-check verdicts against the truth of real ML maps (issue 32)"),

@@ -35,10 +35,12 @@ from numpy.typing import ArrayLike, NDArray
 
 from sweeper.search.gp import GPFit
 from sweeper.search.gp_fit import fit_gp
+from sweeper.search.gp_linalg import solve_lower
 from sweeper.search.warping import SHAPE_BOUNDS, MetricBounds, OutputWarp
 
 log = logging.getLogger(__name__)
 
+_LOG_2PI = math.log(2 * math.pi)
 #: sd of the LogNormal(0, sd) prior on each Kumaraswamy shape (the same in sweeper.search.hyperposterior).
 SHAPE_PRIOR_SD = 1.0
 #: Stop alternating once both shapes move by less than this (log units).
@@ -58,17 +60,31 @@ def warped_log_likelihood(warp: OutputWarp, y: NDArray[np.float64], L: NDArray[n
     ``log N(z; 0, L L^T) - n log s + sum log w'(y)``, ``z = (w(y) - mean) / s`` (the data's own
     mean and sd, as :func:`sweeper.search.gp_fit.fit_gp` standardises).
     """
-    g = warp.forward(y)
-    if not np.all(np.isfinite(g)):
+    standardised = standardise(warp.forward(y))
+    if standardised is None:
         return -math.inf
+    s, z = standardised
+    return standardised_log_likelihood(z, s, L, float(np.sum(warp.log_jacobian(y))))
+
+
+def standardise(g: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]] | None:
+    """The sd of warped values ``g`` and ``g`` standardised by its own mean and sd; None where the warped
+    likelihood is ``-inf`` (a value not finite, or none spread)."""
+    if not np.all(np.isfinite(g)):
+        return None
     s = float(np.std(g))
     if not s > 0:
-        return -math.inf
-    z = (g - np.mean(g)) / s
-    v = scipy.linalg.solve_triangular(L, z, lower=True, check_finite=False)
-    n = y.shape[0]
-    ll = -0.5 * float(v @ v) - float(np.sum(np.log(np.diag(L)))) - 0.5 * n * math.log(2 * math.pi)
-    log_p: float = ll - n * math.log(s) + float(np.sum(warp.log_jacobian(y)))
+        return None
+    return s, (g - np.mean(g)) / s
+
+
+def standardised_log_likelihood(z: NDArray[np.float64], s: float, L: NDArray[np.float64],
+                                log_jacobian: float) -> float:
+    """:func:`warped_log_likelihood` from the standardised values ``z``, their sd ``s`` and ``sum log w'(y)``."""
+    v = solve_lower(L, z)
+    n = z.shape[0]
+    ll = -0.5 * float(v @ v) - float(np.sum(np.log(np.diag(L)))) - 0.5 * n * _LOG_2PI
+    log_p: float = ll - n * math.log(s) + log_jacobian
     return log_p
 
 

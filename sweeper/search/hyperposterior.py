@@ -81,20 +81,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
-import scipy.linalg
 from numpy.typing import ArrayLike, NDArray
 
-from sweeper.search.bounded import fit_bounded_gp, warped_log_likelihood
+from sweeper.search.bounded import fit_bounded_gp
 from sweeper.search.design import as_generator
 from sweeper.search.ensemble import GPEnsemble
-from sweeper.search.gp import GPFit, warp_inputs
+from sweeper.search.gp import GPFit
 from sweeper.search.gp_fit import fit_gp
-from sweeper.search.gp_linalg import cholesky_with_jitter, sum_of_terms
 from sweeper.search.gp_subset import fit_subset
 from sweeper.search.hyper_vector import (
     CEILING_PRIOR,
     SHAPE_PRIOR_SD,
-    Slot,
     has_ceiling,
     pack,
     parameter_slots,
@@ -102,6 +99,7 @@ from sweeper.search.hyper_vector import (
     unpack,
 )
 from sweeper.search.kernels import category_labels
+from sweeper.search.log_posterior import LogPosterior
 from sweeper.search.warping import MetricBounds
 
 #: Most trials the sampler's likelihood is evaluated on (a seeded subset above it).
@@ -128,63 +126,6 @@ def members_for(n: int) -> int:
     """Kept draws for ``n`` trials: each conditions on all of them (one ``O(n^3)`` factorisation, and
     every prediction costs ``O(n^2)`` per point and member), while more trials pin the hyperparameters down."""
     return KEPT if n <= 100 else 16 if n <= 500 else 4 if n <= 2000 else 1
-
-
-class _LogPrior:
-    """``theta -> log p(theta)`` (up to a constant) of the slots' normal priors, ``-inf`` outside their boxes.
-
-    The slots' settings as flat arrays, so one evaluation is a few numpy calls, not a loop of
-    them per slot; the sum still runs slot by slot, in order, so a density is bit for bit the
-    slot-by-slot sum.
-    """
-
-    def __init__(self, slots: list[Slot]) -> None:
-        def flat(value: Callable[[Slot], Any]) -> NDArray[Any]:
-            return np.concatenate([np.full(s.size, value(s)) for s in slots])
-
-        self.log = flat(lambda s: s.log).astype(bool)
-        self.low, self.high = flat(lambda s: s.box[0]), flat(lambda s: s.box[1])
-        self.mean, self.sd = flat(lambda s: s.prior[0]), flat(lambda s: s.prior[1])
-        self.ends = np.cumsum([s.size for s in slots]).tolist()
-
-    def __call__(self, theta: NDArray[np.float64]) -> float:
-        value = theta.copy()
-        np.exp(theta, out=value, where=self.log)  # the log slots' values; the others as they are
-        if np.any(value < self.low) or np.any(value > self.high):
-            return -math.inf
-        squares = ((theta - self.mean) / self.sd) ** 2
-        lp, start = 0.0, 0
-        for end in self.ends:
-            lp -= 0.5 * float(np.sum(squares[start:end]))
-            start = end
-        return lp
-
-
-def _log_posterior(gp: GPFit, X: NDArray[np.float64], y: NDArray[np.float64]) -> Callable[[NDArray[np.float64]], float]:
-    """``theta -> log p(y | theta) + log p(theta)`` on the points ``(X, y)`` (``gp`` gives the layout)."""
-    log_prior = _LogPrior(parameter_slots(gp))
-    z_plain = (y - gp.y_mean) / gp.y_std  # without a warp: the standardised outputs, as fit_gp fits them
-
-    def logp(theta: NDArray[np.float64]) -> float:
-        lp = log_prior(theta)
-        if not math.isfinite(lp):
-            return -math.inf
-        terms, noise, warp, inputs = unpack(theta, gp)
-        Xw = warp_inputs(X, inputs)
-        K = sum_of_terms(terms, Xw, Xw)
-        K[np.diag_indices_from(K)] += noise
-        try:
-            L = cholesky_with_jitter(K, max_tries=2)
-        except np.linalg.LinAlgError:
-            return -math.inf
-        if warp is None:
-            v = scipy.linalg.solve_triangular(L, z_plain, lower=True, check_finite=False)
-            ll = -0.5 * float(v @ v) - float(np.sum(np.log(np.diag(L))))
-        else:
-            ll = warped_log_likelihood(warp, y, L)
-        return ll + lp if math.isfinite(ll) else -math.inf
-
-    return logp
 
 
 def slice_sample(
@@ -258,7 +199,7 @@ def sample_members(gp: GPFit, *, seed: int | Sequence[int] | np.random.Generator
         return (gp,)
     rng = as_generator(seed)
     rows = fit_subset(n, MAX_SAMPLER_POINTS, rng, category_labels(gp.X, categories))
-    logp = _log_posterior(gp, gp.X[rows], gp.y[rows])
+    logp = LogPosterior(gp, gp.X[rows], gp.y[rows])
     theta0 = pack(gp)
     if not math.isfinite(logp(theta0)):  # e.g. the fit's noise sits on the floor below the prior's box
         theta0 = np.clip(theta0, *_box_in_sampler_units(gp))

@@ -61,11 +61,21 @@ def _scaled_sq_dist(X1: NDArray[np.float64], X2: NDArray[np.float64], ls: NDArra
     return t
 
 
-def matern52(
-    X1: NDArray[np.float64], X2: NDArray[np.float64], lengthscales: NDArray[np.float64], variance: float
-) -> NDArray[np.float64]:
-    """Matern-5/2 ARD covariance ``s (1 + sqrt5 r + 5 r²/3) exp(-sqrt5 r)`` (R&W eq. 4.17), ``(a, b)``."""
-    t = _scaled_sq_dist(X1, X2, lengthscales)
+def scaled_sq_dist_within(X: NDArray[np.float64], ls: NDArray[np.float64]) -> NDArray[np.float64]:
+    """``_scaled_sq_dist(X, X, ls)``, bit for bit, with one row-norm pass instead of two (the slice
+    sampler's likelihood calls it some 10^5 times per analysis)."""
+    A = X / ls
+    t = A @ (X / ls).T  # a second buffer: a product of two arrays (A @ A.T would take BLAS's syrk, other bits)
+    t *= -2.0
+    norms = np.einsum("ij,ij->i", A, A)
+    t += norms[:, None]
+    t += norms[None, :]
+    np.maximum(t, 0.0, out=t)
+    return t
+
+
+def _matern52_of(t: NDArray[np.float64], variance: float) -> NDArray[np.float64]:
+    """Matern-5/2 of the scaled squared distances ``t`` (overwritten)."""
     np.sqrt(t, out=t)
     t *= _SQRT5  # t = sqrt(5) r
     e = np.exp(-t)
@@ -78,18 +88,31 @@ def matern52(
     return K
 
 
-def rbf(
-    X1: NDArray[np.float64], X2: NDArray[np.float64], lengthscales: NDArray[np.float64], variance: float
-) -> NDArray[np.float64]:
-    """Squared-exponential ARD covariance ``s exp(-r²/2)`` (R&W eq. 4.9), ``(a, b)``."""
-    t = _scaled_sq_dist(X1, X2, lengthscales)
+def _rbf_of(t: NDArray[np.float64], variance: float) -> NDArray[np.float64]:
+    """Squared exponential of the scaled squared distances ``t`` (overwritten)."""
     t *= -0.5
     np.exp(t, out=t)
     t *= variance
     return t
 
 
+def matern52(
+    X1: NDArray[np.float64], X2: NDArray[np.float64], lengthscales: NDArray[np.float64], variance: float
+) -> NDArray[np.float64]:
+    """Matern-5/2 ARD covariance ``s (1 + sqrt5 r + 5 r²/3) exp(-sqrt5 r)`` (R&W eq. 4.17), ``(a, b)``."""
+    return _matern52_of(_scaled_sq_dist(X1, X2, lengthscales), variance)
+
+
+def rbf(
+    X1: NDArray[np.float64], X2: NDArray[np.float64], lengthscales: NDArray[np.float64], variance: float
+) -> NDArray[np.float64]:
+    """Squared-exponential ARD covariance ``s exp(-r²/2)`` (R&W eq. 4.9), ``(a, b)``."""
+    return _rbf_of(_scaled_sq_dist(X1, X2, lengthscales), variance)
+
+
 STATIONARY = {"matern52": matern52, "rbf": rbf}
+#: Each family as a function of the scaled squared distances (overwritten) and the variance.
+OF_SQ_DIST = {"matern52": _matern52_of, "rbf": _rbf_of}
 
 
 def category_index(u: NDArray[np.float64], k: int) -> NDArray[np.intp]:

@@ -100,11 +100,12 @@ def test_no_chain_of_the_mixture_is_stranded_in_a_flat_map(sweeps, monkeypatch) 
     still exercises the fault."""
     from sweeper.search import hyperposterior
     from sweeper.search.hyper_vector import pack
+    from sweeper.search.log_posterior import LogPosterior
 
     X, y = sweeps[2]
 
     def chains(ensemble) -> tuple[list[float], float]:
-        logp = hyperposterior._log_posterior(ensemble.point, X, y)
+        logp = LogPosterior(ensemble.point, X, y)
         per_chain = np.array_split(np.arange(len(ensemble.members)), hyperposterior.CHAINS)
         mean_logp = [float(np.mean([logp(pack(ensemble.members[i])) for i in rows])) for rows in per_chain]
         return mean_logp, min(float(np.min(m.lengthscales)) for m in ensemble.members)

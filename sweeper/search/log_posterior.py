@@ -1,0 +1,212 @@
+"""The slice sampler's log posterior ``log p(y | theta) + log p(theta)``, worked out once per fit.
+
+:mod:`sweeper.search.hyperposterior` evaluates it some 10^5 times per analysis on at most 150 trials:
+in a profile of the unit tests (2026-12-07) it took 43 % of their CPU, most of it Python's and numpy's
+cost per call (a few dozen calls per evaluation on ``n x n`` matrices of a few dozen rows), not the
+arithmetic. So :class:`LogPosterior` works out once what a fit fixes: where each block of ``theta``
+lies (:mod:`sweeper.search.hyper_vector`'s layout), the kernel's columns and each trial's category,
+the clipped inputs of the warped columns, and, for a one-sided output warp (it has no sampled shapes),
+the warped outputs themselves. Each call then does the floating-point operations of
+``unpack -> warp_inputs -> sum_of_terms -> cholesky_with_jitter -> warped_log_likelihood``, in the
+same order on the same values: the same bits (tests/unit/test_log_posterior.py compares them), so a
+seeded analysis draws the same members as before, in about half the time.
+NOTE: docs/decisions/0083-log-posterior-worked-out-once.md
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sweeper.search.bounded import standardise, standardised_log_likelihood
+from sweeper.search.gp import GPFit
+from sweeper.search.gp_linalg import cholesky_with_jitter, solve_lower
+from sweeper.search.hyper_vector import Slot, has_ceiling, n_lengthscales, parameter_slots, warped_columns
+from sweeper.search.kernels import OF_SQ_DIST, category_index, scaled_sq_dist_within
+from sweeper.search.warping import OutputWarp
+
+
+class LogPrior:
+    """``theta -> log p(theta)`` (up to a constant) of the slots' normal priors, ``-inf`` outside their boxes.
+
+    The slots' settings as flat arrays, so one evaluation is a few numpy calls, not a loop of
+    them per slot; the sum still runs slot by slot, in order, so a density is bit for bit the
+    slot-by-slot sum.
+    """
+
+    def __init__(self, slots: list[Slot]) -> None:
+        def flat(value: Callable[[Slot], object]) -> NDArray[np.float64]:
+            return np.concatenate([np.full(s.size, value(s)) for s in slots])
+
+        self.log = flat(lambda s: s.log).astype(bool)
+        self.low, self.high = flat(lambda s: s.box[0]), flat(lambda s: s.box[1])
+        self.mean, self.sd = flat(lambda s: s.prior[0]), flat(lambda s: s.prior[1])
+        ends = np.cumsum([s.size for s in slots]).tolist()
+        self.slices = [slice(start, end) for start, end in zip([0, *ends[:-1]], ends, strict=True)]
+
+    def __call__(self, theta: NDArray[np.float64]) -> float:
+        value = theta.copy()
+        np.exp(theta, out=value, where=self.log)  # the log slots' values; the others as they are
+        if (value < self.low).any() or (value > self.high).any():
+            return -math.inf
+        squares = ((theta - self.mean) / self.sd) ** 2
+        lp = 0.0
+        for block in self.slices:
+            lp -= 0.5 * float(squares[block].sum())
+        return lp
+
+
+@dataclass(frozen=True)
+class _Term:
+    """One kernel term's blocks of ``theta`` (None: held at the fit's value) and fixed parts."""
+
+    columns: list[int]  # positions in the continuous columns' block (empty: categorical only)
+    family: str
+    shape: tuple[int, ...]  # of the lengthscales
+    variance: float  # the fit's, when not sampled
+    variance_at: int | None
+    lengthscales_at: slice | None
+    factors: tuple[tuple[slice, tuple[int, ...], slice, tuple[NDArray[np.intp], ...]], ...]
+
+    def covariance(self, theta: NDArray[np.float64], Xc: NDArray[np.float64], n: int) -> NDArray[np.float64]:
+        """This term's ``(n, n)`` covariance of the (warped) continuous columns ``Xc``."""
+        variance = self.variance if self.variance_at is None else float(np.exp(theta[self.variance_at:
+                                                                                        self.variance_at + 1])[0])
+        if self.lengthscales_at is not None:
+            ls = np.broadcast_to(np.exp(theta[self.lengthscales_at]), self.shape).copy()
+            K = OF_SQ_DIST[self.family](scaled_sq_dist_within(Xc[:, self.columns], ls), variance)
+        else:
+            K = np.full((n, n), variance)
+        for W_at, W_shape, kappa_at, pairs in self.factors:
+            W = theta[W_at].copy().reshape(W_shape)
+            B = W @ W.T + np.diag(np.exp(theta[kappa_at]))
+            K *= B[pairs]
+        return K
+
+
+class LogPosterior:
+    """``theta -> log p(y | theta) + log p(theta)`` on the points ``(X, y)``, laid out like ``gp``'s
+    parameter vector (:func:`sweeper.search.hyper_vector.pack`); ``-inf`` outside the prior's boxes or
+    where the covariance cannot be factorised."""
+
+    def __init__(self, gp: GPFit, X: NDArray[np.float64], y: NDArray[np.float64]) -> None:
+        self.prior = LogPrior(parameter_slots(gp))
+        self.n = X.shape[0]
+        self._diagonal = np.diag_indices(self.n)
+        self._X, self._y = X, y
+        continuous = sorted({c for t in gp.terms for c in t.columns})
+        self._Xc = X[:, continuous] if continuous else X[:, :0]
+        i, terms = 0, []
+        for term in gp.terms:
+            variance_at = lengthscales_at = None
+            if term.columns:
+                if not term.factors:
+                    variance_at, i = i, i + 1
+                k = n_lengthscales(gp, term)
+                lengthscales_at, i = slice(i, i + k), i + k
+            factors = []
+            for f in term.factors:
+                W_at, kappa_at = slice(i, i + f.W.size), slice(i + f.W.size, i + f.W.size + f.kappa.size)
+                i = kappa_at.stop
+                labels = category_index(X[:, f.column], f.n_categories)
+                factors.append((W_at, f.W.shape, kappa_at, np.ix_(labels, labels)))
+            terms.append(_Term([continuous.index(c) for c in term.columns], term.family,
+                               term.lengthscales.shape, term.variance, variance_at, lengthscales_at, tuple(factors)))
+        self._terms = tuple(terms)
+        self._noise_at, i = i, i + 1
+        self._warp = gp.warp
+        self._two_sided = gp.warp is not None and gp.warp.two_sided
+        self._shapes_at = self._ceiling_at = None
+        if self._two_sided:
+            self._shapes_at, i = i, i + 2
+            if has_ceiling(gp):
+                self._ceiling_at, i = i, i + 1
+        self._y_max = float(np.max(gp.y))
+        # The input warp of each warped column: its place among the continuous columns, its clipped inputs.
+        self._inputs = []
+        for c in warped_columns(gp):
+            self._inputs.append((i, continuous.index(c), np.clip(X[:, c], 0.0, 1.0)))
+            i += 2
+        self._z_plain = (y - gp.y_mean) / gp.y_std
+        self._one_sided = gp.warp is not None and not self._two_sided
+        self._fixed = _fixed_warp(gp.warp, y) if self._one_sided else None
+
+    def __call__(self, theta: NDArray[np.float64]) -> float:
+        lp = self.prior(theta)
+        if not math.isfinite(lp):
+            return -math.inf
+        Xc = self._warped_inputs(theta)
+        K = self._terms[0].covariance(theta, Xc, self.n)
+        for term in self._terms[1:]:
+            K += term.covariance(theta, Xc, self.n)
+        K[self._diagonal] += float(np.exp(theta[self._noise_at:self._noise_at + 1])[0])
+        try:
+            L = cholesky_with_jitter(K, max_tries=2)
+        except np.linalg.LinAlgError:
+            return -math.inf
+        if self._warp is None:
+            v = solve_lower(L, self._z_plain)
+            ll = -0.5 * float(v @ v) - float(np.sum(np.log(np.diag(L))))
+        else:
+            ll = self._warped(theta, L)
+        return ll + lp if math.isfinite(ll) else -math.inf
+
+    def _warped_inputs(self, theta: NDArray[np.float64]) -> NDArray[np.float64]:
+        """The continuous columns after each one's Kumaraswamy CDF (:func:`sweeper.search.gp.warp_inputs`)."""
+        if not self._inputs:
+            return self._Xc
+        Xc = self._Xc.copy()
+        for at, position, u in self._inputs:
+            a, b = np.exp(theta[at:at + 2])
+            Xc[:, position] = -np.expm1(float(b) * np.log1p(-(u ** float(a)) * (1.0 - 1e-12)))
+        return Xc
+
+    def _warped(self, theta: NDArray[np.float64], L: NDArray[np.float64]) -> float:
+        """:func:`sweeper.search.bounded.warped_log_likelihood` of the warp ``theta`` holds."""
+        if self._one_sided:
+            if self._fixed is None:
+                return -math.inf
+            s, z, log_jacobian = self._fixed
+        else:
+            g, log_jacobian = self._two_sided_warp(theta)
+            standardised = standardise(g)
+            if standardised is None:
+                return -math.inf
+            s, z = standardised
+        return standardised_log_likelihood(z, s, L, log_jacobian)
+
+    def _two_sided_warp(self, theta: NDArray[np.float64]) -> tuple[NDArray[np.float64], float]:
+        """``w(y)`` and ``sum log w'(y)`` of the two-sided warp with ``theta``'s shapes and ceiling
+        (:meth:`sweeper.search.warping.OutputWarp.forward` and ``log_jacobian``, sharing their terms)."""
+        warp = self._warp
+        assert warp is not None and self._shapes_at is not None
+        a, b = (float(v) for v in np.exp(theta[self._shapes_at:self._shapes_at + 2]))
+        top = warp.top
+        if self._ceiling_at is not None:
+            hi = warp.bounds.high
+            assert hi is not None
+            top = self._y_max + (hi - self._y_max) / (1.0 + math.exp(-float(theta[self._ceiling_at])))
+        lo, hi = warp.bounds.low, warp.bounds.high if top is None else float(top)
+        assert lo is not None and hi is not None
+        t = np.clip((self._y - lo) / (hi - lo), warp.eps, 1.0 - warp.eps)
+        t_a = t ** a
+        log_q = b * np.log1p(-t_a)
+        log_p = np.log(-np.expm1(log_q))
+        g = log_p - log_q
+        jacobian = (math.log(a * b) + (a - 1.0) * np.log(t) + (b - 1.0) * np.log1p(-t_a) - log_p - log_q
+                    - math.log(hi - lo))
+        return g, float(np.sum(jacobian))
+
+
+def _fixed_warp(warp: OutputWarp | None, y: NDArray[np.float64]) -> tuple[float, NDArray[np.float64], float] | None:
+    """A one-sided warp's sd of ``w(y)``, the standardised values and ``sum log w'(y)``: no sampled shape
+    changes them. None where the likelihood is ``-inf`` whatever ``theta``."""
+    assert warp is not None
+    standardised = standardise(warp.forward(y))
+    if standardised is None:
+        return None
+    return *standardised, float(np.sum(warp.log_jacobian(y)))
