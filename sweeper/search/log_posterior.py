@@ -97,7 +97,7 @@ class LogPosterior:
         self.prior = LogPrior(parameter_slots(gp))
         self.n = X.shape[0]
         self._diagonal = np.diag_indices(self.n)
-        self._X, self._y = X, y
+        self._y = y
         continuous = sorted({c for t in gp.terms for c in t.columns})
         self._Xc = X[:, continuous] if continuous else X[:, :0]
         i, terms = 0, []
