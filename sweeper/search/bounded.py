@@ -60,11 +60,12 @@ def warped_log_likelihood(warp: OutputWarp, y: NDArray[np.float64], L: NDArray[n
     ``log N(z; 0, L L^T) - n log s + sum log w'(y)``, ``z = (w(y) - mean) / s`` (the data's own
     mean and sd, as :func:`sweeper.search.gp_fit.fit_gp` standardises).
     """
-    standardised = standardise(warp.forward(y))
+    g, log_jacobian = warp.forward_and_log_jacobian(y)
+    standardised = standardise(g)
     if standardised is None:
         return -math.inf
     s, z = standardised
-    return standardised_log_likelihood(z, s, L, float(np.sum(warp.log_jacobian(y))))
+    return standardised_log_likelihood(z, s, L, float(np.sum(log_jacobian)))
 
 
 def standardise(g: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]] | None:

@@ -303,9 +303,14 @@ def warp_inputs(X: NDArray[np.float64], warp: Sequence[tuple[int, float, float]]
         return X
     X = X.copy()
     for c, a, b in warp:
-        u = np.clip(X[:, c], 0.0, 1.0)
-        X[:, c] = -np.expm1(b * np.log1p(-(u ** a) * (1.0 - 1e-12)))
+        X[:, c] = kumaraswamy_cdf(np.clip(X[:, c], 0.0, 1.0), a, b)
     return X
+
+
+def kumaraswamy_cdf(u: NDArray[np.float64], a: float, b: float) -> NDArray[np.float64]:
+    """``1 - (1 - u^a)^b`` of inputs ``u`` already clipped to ``[0, 1]`` (the input warp of one column)."""
+    cdf: NDArray[np.float64] = -np.expm1(b * np.log1p(-(u ** a) * (1.0 - 1e-12)))
+    return cdf
 
 
 def _upper(matrix: Any) -> NDArray[np.float64]:

@@ -149,13 +149,18 @@ def unpack(theta: NDArray[np.float64], gp: GPFit) -> tuple[tuple[KernelTerm, ...
         top = None
         if has_ceiling(gp):
             hi, y_max = _upper_bound(warp), float(np.max(gp.y))
-            top = y_max + (hi - y_max) / (1.0 + math.exp(-float(take(1, False)[0])))
+            top = ceiling_top(y_max, hi, float(take(1, False)[0]))
         warp = warp.with_shapes(float(a), float(b), top)
     inputs = []
     for c in warped_columns(gp):
         a, b = take(2, True)
         inputs.append((c, float(a), float(b)))
     return tuple(terms), noise, warp, tuple(inputs)
+
+
+def ceiling_top(y_max: float, high: float, logit: float) -> float:
+    """The warp's ceiling ``y_max + s (high - y_max)`` of its sampled ``logit(s)``."""
+    return y_max + (high - y_max) / (1.0 + math.exp(-logit))
 
 
 def shortest_lengthscale(theta: NDArray[np.float64], gp: GPFit) -> float:

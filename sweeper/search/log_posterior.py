@@ -23,9 +23,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sweeper.search.bounded import standardise, standardised_log_likelihood
-from sweeper.search.gp import GPFit
+from sweeper.search.gp import GPFit, kumaraswamy_cdf
 from sweeper.search.gp_linalg import cholesky_with_jitter, solve_lower
-from sweeper.search.hyper_vector import Slot, has_ceiling, n_lengthscales, parameter_slots, warped_columns
+from sweeper.search.hyper_vector import Slot, ceiling_top, has_ceiling, n_lengthscales, parameter_slots, warped_columns
 from sweeper.search.kernels import OF_SQ_DIST, category_index, scaled_sq_dist_within
 from sweeper.search.warping import OutputWarp
 
@@ -162,7 +162,7 @@ class LogPosterior:
         Xc = self._Xc.copy()
         for at, position, u in self._inputs:
             a, b = np.exp(theta[at:at + 2])
-            Xc[:, position] = -np.expm1(float(b) * np.log1p(-(u ** float(a)) * (1.0 - 1e-12)))
+            Xc[:, position] = kumaraswamy_cdf(u, float(a), float(b))
         return Xc
 
     def _warped(self, theta: NDArray[np.float64], L: NDArray[np.float64]) -> float:
@@ -180,33 +180,24 @@ class LogPosterior:
         return standardised_log_likelihood(z, s, L, log_jacobian)
 
     def _two_sided_warp(self, theta: NDArray[np.float64]) -> tuple[NDArray[np.float64], float]:
-        """``w(y)`` and ``sum log w'(y)`` of the two-sided warp with ``theta``'s shapes and ceiling
-        (:meth:`sweeper.search.warping.OutputWarp.forward` and ``log_jacobian``, sharing their terms)."""
+        """``w(y)`` and ``sum log w'(y)`` of the two-sided warp with ``theta``'s shapes and ceiling."""
         warp = self._warp
         assert warp is not None and self._shapes_at is not None
         a, b = (float(v) for v in np.exp(theta[self._shapes_at:self._shapes_at + 2]))
-        top = warp.top
+        top = None
         if self._ceiling_at is not None:
-            hi = warp.bounds.high
-            assert hi is not None
-            top = self._y_max + (hi - self._y_max) / (1.0 + math.exp(-float(theta[self._ceiling_at])))
-        lo, hi = warp.bounds.low, warp.bounds.high if top is None else float(top)
-        assert lo is not None and hi is not None
-        t = np.clip((self._y - lo) / (hi - lo), warp.eps, 1.0 - warp.eps)
-        t_a = t ** a
-        log_q = b * np.log1p(-t_a)
-        log_p = np.log(-np.expm1(log_q))
-        g = log_p - log_q
-        jacobian = (math.log(a * b) + (a - 1.0) * np.log(t) + (b - 1.0) * np.log1p(-t_a) - log_p - log_q
-                    - math.log(hi - lo))
-        return g, float(np.sum(jacobian))
+            assert warp.bounds.high is not None
+            top = ceiling_top(self._y_max, warp.bounds.high, float(theta[self._ceiling_at]))
+        g, log_jacobian = warp.with_shapes(a, b, top).forward_and_log_jacobian(self._y)
+        return g, float(np.sum(log_jacobian))
 
 
 def _fixed_warp(warp: OutputWarp | None, y: NDArray[np.float64]) -> tuple[float, NDArray[np.float64], float] | None:
     """A one-sided warp's sd of ``w(y)``, the standardised values and ``sum log w'(y)``: no sampled shape
     changes them. None where the likelihood is ``-inf`` whatever ``theta``."""
     assert warp is not None
-    standardised = standardise(warp.forward(y))
+    g, log_jacobian = warp.forward_and_log_jacobian(y)
+    standardised = standardise(g)
     if standardised is None:
         return None
-    return *standardised, float(np.sum(warp.log_jacobian(y)))
+    return *standardised, float(np.sum(log_jacobian))

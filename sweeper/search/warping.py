@@ -298,13 +298,24 @@ class OutputWarp:
         t = self._unit(y)
         if not self.two_sided:
             return -np.log(t)
+        return self._two_sided_terms(t)[1]
+
+    def forward_and_log_jacobian(self, y: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """:meth:`forward` and :meth:`log_jacobian` together, their shared terms computed once (the same bits)."""
+        t = self._unit(np.asarray(y, dtype=np.float64))
+        if not self.two_sided:
+            return self._of_unit(t), -np.log(t)
+        return self._two_sided_terms(t)
+
+    def _two_sided_terms(self, t: NDArray[np.float64]) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+        """``w`` and ``log w'`` of a two-sided warp at the rescaled values ``t``."""
         t_a = t ** self.a
         log_q = self.b * np.log1p(-t_a)
         log_p = np.log(-np.expm1(log_q))
         lo, hi = self._ends()
         width = hi - lo
-        return (math.log(self.a * self.b) + (self.a - 1.0) * np.log(t) + (self.b - 1.0) * np.log1p(-t_a)
-                - log_p - log_q - math.log(width))
+        return log_p - log_q, (math.log(self.a * self.b) + (self.a - 1.0) * np.log(t)
+                               + (self.b - 1.0) * np.log1p(-t_a) - log_p - log_q - math.log(width))
 
     def moments(self, mean: ArrayLike, sd: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Mean and sd of ``w^{-1}(g)`` for ``g ~ N(mean, sd^2)``, elementwise (32-node Gauss-Hermite).
