@@ -78,7 +78,9 @@ def test_ctrl_c_and_sigterm_stop_a_sweep_in_order_and_resume_completes_it(tmp_pa
     proc = _started([sys.executable, str(TOY_APP), "--multirun", "hydra/sweeper=multiverse",
                      f"hydra.sweep.dir={sweep_dir}", f"mlflow.tracking_uri={uri}", *shared,
                      f"hydra.sweeper.num_trials={NUM_TRIALS}",
-                     "hydra.sweeper.strategy=sobol", "hydra.sweeper.live_maps=false", "sleep_s=3",
+                     # Each trial at least 1.5 s: the watcher below polls MLflow, and on a loaded machine trials of
+                     # 0.25 s ended 5 more before its Ctrl-C landed, leaving the resume too few to signal in.
+                     "hydra.sweeper.strategy=sobol", "hydra.sweeper.live_maps=false", "sleep_s=3", "sleep_min_s=1.5",
                      f"executions_log={executions}"], first, tmp_path, shared_env)
     _signal_mid_sweep(proc, first, client, signal.SIGINT, finished=3)
     assert proc.wait(120) == 130, first.read_text()[-4000:]
