@@ -9,7 +9,9 @@ the clipped inputs of the warped columns, and, for a one-sided output warp (it h
 the warped outputs themselves. Each call then does the floating-point operations of
 ``unpack -> warp_inputs -> sum_of_terms -> cholesky_with_jitter -> warped_log_likelihood``, in the
 same order on the same values: the same bits (tests/unit/test_log_posterior.py compares them), so a
-seeded analysis draws the same members as before, in about half the time.
+seeded analysis draws the same members as before, in about half the time. The sampler moves one coordinate
+at a time, so each block (a kernel term's covariance, the Cholesky factor, the output warp's values) is kept
+until a coordinate it reads moves: a third less again.
 NOTE: docs/decisions/0083-log-posterior-worked-out-once.md
 """
 
@@ -18,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -28,6 +31,25 @@ from sweeper.search.gp_linalg import cholesky_with_jitter, solve_lower
 from sweeper.search.hyper_vector import Slot, ceiling_top, has_ceiling, n_lengthscales, parameter_slots, warped_columns
 from sweeper.search.kernels import OF_SQ_DIST, category_index, scaled_sq_dist_within
 from sweeper.search.warping import OutputWarp
+
+T = TypeVar("T")
+
+
+class _Memo(Generic[T]):
+    """The value kept for the last key: the slice sampler moves one coordinate of ``theta`` at a time, so the
+    blocks of the log posterior that do not read it are the same as at the last call."""
+
+    def __init__(self) -> None:
+        self.key: bytes | None = None
+        self.value: T
+
+    def put(self, key: bytes, value: T) -> None:
+        self.key, self.value = key, value
+
+    def get(self, key: bytes, compute: Callable[[], T]) -> T:
+        if key != self.key:
+            self.put(key, compute())
+        return self.value
 
 
 class LogPrior:
@@ -55,8 +77,8 @@ class LogPrior:
             return -math.inf
         squares = ((theta - self.mean) / self.sd) ** 2
         lp = 0.0
-        for block in self.slices:
-            lp -= 0.5 * float(squares[block].sum())
+        for block in self.slices:  # np.add.reduce is what ndarray.sum calls, without its Python wrappers
+            lp -= 0.5 * float(np.add.reduce(squares[block]))
         return lp
 
 
@@ -71,6 +93,18 @@ class _Term:
     variance_at: int | None
     lengthscales_at: slice | None
     factors: tuple[tuple[slice, tuple[int, ...], slice, tuple[NDArray[np.intp], ...]], ...]
+
+    def reads(self, inputs: list[tuple[int, int, NDArray[np.float64]]]) -> NDArray[np.intp]:
+        """The positions in ``theta`` this term's covariance reads: its blocks and its columns' input warps."""
+        at = [] if self.variance_at is None else [self.variance_at]
+        for block in ([] if self.lengthscales_at is None else [self.lengthscales_at]):
+            at += range(block.start, block.stop)
+        for W_at, _, kappa_at, _ in self.factors:
+            at += [*range(W_at.start, W_at.stop), *range(kappa_at.start, kappa_at.stop)]
+        for warp_at, position, _ in inputs:
+            if position in self.columns:
+                at += [warp_at, warp_at + 1]
+        return np.array(at, dtype=np.intp)
 
     def covariance(self, theta: NDArray[np.float64], Xc: NDArray[np.float64], n: int) -> NDArray[np.float64]:
         """This term's ``(n, n)`` covariance of the (warped) continuous columns ``Xc``."""
@@ -134,19 +168,22 @@ class LogPosterior:
         self._z_plain = (y - gp.y_mean) / gp.y_std
         self._one_sided = gp.warp is not None and not self._two_sided
         self._fixed = _fixed_warp(gp.warp, y) if self._one_sided else None
+        # What each cached value reads of theta: a term its own blocks and its columns' input warps, the
+        # covariance everything but the output warp's shapes and ceiling, which the last cache reads alone.
+        self._term_reads = [term.reads(self._inputs) for term in self._terms]
+        self._term_memos = [_Memo[NDArray[np.float64]]() for _ in self._terms]
+        self._warp_end = i - 2 * len(self._inputs)
+        shapes = range(self._shapes_at, self._warp_end) if self._shapes_at is not None else range(0)
+        self._covariance_at = np.array([k for k in range(i) if k not in shapes], dtype=np.intp)
+        self._factor = _Memo[NDArray[np.float64] | None]()
+        self._shapes = _Memo[tuple[float, NDArray[np.float64], float] | None]()
 
     def __call__(self, theta: NDArray[np.float64]) -> float:
         lp = self.prior(theta)
         if not math.isfinite(lp):
             return -math.inf
-        Xc = self._warped_inputs(theta)
-        K = self._terms[0].covariance(theta, Xc, self.n)
-        for term in self._terms[1:]:
-            K += term.covariance(theta, Xc, self.n)
-        K[self._diagonal] += float(np.exp(theta[self._noise_at:self._noise_at + 1])[0])
-        try:
-            L = cholesky_with_jitter(K, max_tries=2)
-        except np.linalg.LinAlgError:
+        L = self._factor.get(theta[self._covariance_at].tobytes(), lambda: self._cholesky(theta))
+        if L is None:
             return -math.inf
         if self._warp is None:
             v = solve_lower(L, self._z_plain)
@@ -154,6 +191,30 @@ class LogPosterior:
         else:
             ll = self._warped(theta, L)
         return ll + lp if math.isfinite(ll) else -math.inf
+
+    def _cholesky(self, theta: NDArray[np.float64]) -> NDArray[np.float64] | None:
+        """The lower Cholesky factor of the covariance ``theta`` holds; None where it cannot be factorised.
+
+        Each term's covariance is the one kept from the last call unless a block it reads has moved; the terms
+        are summed in their order either way, so the sum has the same bits."""
+        Xc: NDArray[np.float64] | None = None
+        K: NDArray[np.float64] | None = None
+        for term, memo, reads in zip(self._terms, self._term_memos, self._term_reads, strict=True):
+            key = theta[reads].tobytes()
+            if memo.key != key:
+                if Xc is None:
+                    Xc = self._warped_inputs(theta)
+                memo.put(key, term.covariance(theta, Xc, self.n))
+            if K is None:
+                K = memo.value.copy()
+            else:
+                K += memo.value
+        assert K is not None
+        K[self._diagonal] += float(np.exp(theta[self._noise_at:self._noise_at + 1])[0])
+        try:
+            return cholesky_with_jitter(K, max_tries=2)
+        except np.linalg.LinAlgError:
+            return None
 
     def _warped_inputs(self, theta: NDArray[np.float64]) -> NDArray[np.float64]:
         """The continuous columns after each one's Kumaraswamy CDF (:func:`sweeper.search.gp.warp_inputs`)."""
@@ -172,12 +233,18 @@ class LogPosterior:
                 return -math.inf
             s, z, log_jacobian = self._fixed
         else:
-            g, log_jacobian = self._two_sided_warp(theta)
-            standardised = standardise(g)
-            if standardised is None:
+            warped = self._shapes.get(theta[self._shapes_at:self._warp_end].tobytes(),
+                                      lambda: self._two_sided_values(theta))
+            if warped is None:
                 return -math.inf
-            s, z = standardised
+            s, z, log_jacobian = warped
         return standardised_log_likelihood(z, s, L, log_jacobian)
+
+    def _two_sided_values(self, theta: NDArray[np.float64]) -> tuple[float, NDArray[np.float64], float] | None:
+        """The sd of ``w(y)``, the standardised values and ``sum log w'(y)`` for ``theta``'s shapes and ceiling."""
+        g, log_jacobian = self._two_sided_warp(theta)
+        standardised = standardise(g)
+        return None if standardised is None else (*standardised, log_jacobian)
 
     def _two_sided_warp(self, theta: NDArray[np.float64]) -> tuple[NDArray[np.float64], float]:
         """``w(y)`` and ``sum log w'(y)`` of the two-sided warp with ``theta``'s shapes and ceiling."""

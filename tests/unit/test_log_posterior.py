@@ -69,6 +69,31 @@ def test_every_point_the_sampler_visits_gets_the_composed_value_bit_for_bit(layo
         assert has_ceiling(gp)
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_walk_one_coordinate_at_a_time_gets_the_composed_value_bit_for_bit(layout: str) -> None:
+    """The sampler's own moves: each point differs from the last in one coordinate, so the values kept for the
+    blocks that did not move are reused. A block read from a coordinate it does not list (a term's input warp,
+    the noise, a shape of the output warp) would give the last point's value and fail here."""
+    gp = LAYOUTS[layout]()
+    logp, composed = LogPosterior(gp, gp.X, gp.y), composed_log_posterior(gp, gp.X, gp.y)
+    theta = pack(gp)
+    rng = np.random.default_rng(11)
+    moved = {"finite": set(), "-inf": 0}
+    for _ in range(300):
+        j = int(rng.integers(theta.size))
+        trial = theta.copy()
+        trial[j] += rng.normal(0.0, rng.choice([0.05, 0.5, 3.0]))
+        expected = composed(trial)
+        assert logp(trial) == expected, (layout, j, trial)
+        if math.isfinite(expected):
+            moved["finite"].add(j)
+            theta = trial if rng.uniform() < 0.7 else theta  # accepted, or the walk stays where it was
+        else:
+            moved["-inf"] += 1
+        assert logp(theta) == composed(theta)  # back at the current point: every cached block is right again
+    assert moved["finite"] == set(range(theta.size)) and moved["-inf"] >= 5, moved
+
+
 def test_a_nearly_singular_covariance_gets_the_composed_value_bit_for_bit() -> None:
     """Every trial twice, the noise at its floor and lengthscales from short to long."""
     X, y = _data(8, 12, 2)
