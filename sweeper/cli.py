@@ -206,15 +206,16 @@ def _report(args: argparse.Namespace) -> int:
     from sweeper.report.document import OutputDirError, check_replaceable
     from sweeper.report.outputs import report_folder
 
-    try:
+    try:  # the arguments first, then the store: a typo is answered before seconds of reading
         rule = parse_filter(args.filter) if args.filter is not None else None
+        bounds = parse_bounds(args)
         if args.out:
             check_replaceable(Path(args.out).resolve())
         records = load_sweep(args.experiment, args.tracking_uri, args.run)
         out = Path(args.out or report_folder(records.experiment, records.parent_run_id, rule)).resolve()
         surrogate = {"auto": None, "always": True, "never": False}[args.surrogate]
         report = build_report(records, metric=args.metric, mode=args.mode, group_by=args.group_by,
-                              trial_filter=rule, out_dir=out, surrogate=surrogate, bounds=parse_bounds(args),
+                              trial_filter=rule, out_dir=out, surrogate=surrogate, bounds=bounds,
                               scale_min=args.scale_min)
     except (SweepNotFoundError, FilterError, ReportError, OutputDirError) as exc:
         print(f"sweeper report: {exc}", file=sys.stderr)
@@ -289,8 +290,9 @@ def _multiverse(args: argparse.Namespace) -> int:
     from sweeper.report.document import OutputDirError, check_replaceable
     from sweeper.report.outputs import multiverse_folder
 
-    try:
+    try:  # the arguments first, then the store (as in _report)
         rule = parse_filter(args.filter) if args.filter is not None else None
+        bounds = parse_bounds(args)
         if args.out:
             check_replaceable(Path(args.out).resolve())
         records = load_sweep(args.experiment, args.tracking_uri, args.run)
@@ -298,7 +300,7 @@ def _multiverse(args: argparse.Namespace) -> int:
         out = Path(args.out or default).resolve()
         report = build_multiverse(records, out_dir=out, metric=args.metric, trial_filter=rule,
                                   kernel=args.kernel, others=args.others, resolution=args.resolution, seed=args.seed,
-                                  bounds=parse_bounds(args))
+                                  bounds=bounds)
     except (SweepNotFoundError, FilterError, ReportError, OutputDirError) as exc:
         print(f"sweeper multiverse: {exc}", file=sys.stderr)
         return 1

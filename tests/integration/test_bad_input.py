@@ -219,6 +219,9 @@ CASES = [
          expect=("argument --kernel", "invalid choice: 'linear'", "choose from 'matern52-ard'")),
     case("report-bounds-reversed", "report", "--bounds", "1", "0", via=CLI,
          expect=("--bounds 1 0", "needs low < high", "e.g. --bounds 0 1")),
+    # The arguments are checked before the store is read: the bounds' message, not the experiment's.
+    case("multiverse-bounds-not-numbers-before-the-store", "multiverse", "--experiment", "nope", "--bounds", "0", "one",
+         via=CLI, expect=("--bounds 0 one", "Give LOW < HIGH", "e.g. --bounds 0 1")),
     case("multiverse-bounds-break-the-values", "multiverse", "--bounds", "0", "0.5", via=CLI,
          expect=("have score outside the bounds [0, 0.5]", "e.g. 0.", "pass --bounds that hold every value")),
     case("report-unknown-experiment", "report", "--experiment", "nope", via=CLI,
