@@ -159,6 +159,7 @@ class LogPosterior:
             self._shapes_at, i = i, i + 2
             if has_ceiling(gp):
                 self._ceiling_at, i = i, i + 1
+        self._warp_end = i  # the output warp's shapes and ceiling end here; the input warps follow
         self._y_max = float(np.max(gp.y))
         # The input warp of each warped column: its place among the continuous columns, its clipped inputs.
         self._inputs = []
@@ -172,7 +173,6 @@ class LogPosterior:
         # covariance everything but the output warp's shapes and ceiling, which the last cache reads alone.
         self._term_reads = [term.reads(self._inputs) for term in self._terms]
         self._term_memos = [_Memo[NDArray[np.float64]]() for _ in self._terms]
-        self._warp_end = i - 2 * len(self._inputs)
         shapes = range(self._shapes_at, self._warp_end) if self._shapes_at is not None else range(0)
         self._covariance_at = np.array([k for k in range(i) if k not in shapes], dtype=np.intp)
         self._factor = _Memo[NDArray[np.float64] | None]()
@@ -241,13 +241,8 @@ class LogPosterior:
         return standardised_log_likelihood(z, s, L, log_jacobian)
 
     def _two_sided_values(self, theta: NDArray[np.float64]) -> tuple[float, NDArray[np.float64], float] | None:
-        """The sd of ``w(y)``, the standardised values and ``sum log w'(y)`` for ``theta``'s shapes and ceiling."""
-        g, log_jacobian = self._two_sided_warp(theta)
-        standardised = standardise(g)
-        return None if standardised is None else (*standardised, log_jacobian)
-
-    def _two_sided_warp(self, theta: NDArray[np.float64]) -> tuple[NDArray[np.float64], float]:
-        """``w(y)`` and ``sum log w'(y)`` of the two-sided warp with ``theta``'s shapes and ceiling."""
+        """The sd of ``w(y)``, the standardised values and ``sum log w'(y)`` of the two-sided warp with ``theta``'s
+        shapes and ceiling; None where the likelihood is ``-inf``."""
         warp = self._warp
         assert warp is not None and self._shapes_at is not None
         a, b = (float(v) for v in np.exp(theta[self._shapes_at:self._shapes_at + 2]))
@@ -256,7 +251,8 @@ class LogPosterior:
             assert warp.bounds.high is not None
             top = ceiling_top(self._y_max, warp.bounds.high, float(theta[self._ceiling_at]))
         g, log_jacobian = warp.with_shapes(a, b, top).forward_and_log_jacobian(self._y)
-        return g, float(np.sum(log_jacobian))
+        standardised = standardise(g)
+        return None if standardised is None else (*standardised, float(np.sum(log_jacobian)))
 
 
 def _fixed_warp(warp: OutputWarp | None, y: NDArray[np.float64]) -> tuple[float, NDArray[np.float64], float] | None:
