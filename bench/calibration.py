@@ -58,15 +58,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", nargs="*", default=[], metavar="KEY=VALUE",
                         help="PolicySettings overrides (JSON values) for every sweep, e.g. ivr_mixture=true "
                              "(with --bounds bounded)")
+    parser.add_argument("--analysis", nargs="*", default=[], metavar="NAME=VALUE",
+                        help="the analysis GP's priors (JSON values), e.g. SHAPE_PRIOR_SD=1 (bench/analysis_priors.py)")
     parser.add_argument("--results-name", default=None, metavar="NAME",
                         help="bench/results/NAME.md/.json (default calibration, calibration_smoke with --smoke)")
     parser.add_argument("--smoke", action="store_true", help="the wine map, bounded, one seed: a check that it runs")
 
 
 def run(args: argparse.Namespace) -> None:
+    from bench.analysis_priors import analysis_overrides, apply
     from bench.efficiency import policy_overrides
 
     overrides = policy_overrides(args.policy)
+    apply(analysis_overrides(args.analysis))
     kinds = {"both": (False, True), "bounded": (True,), "unbounded": (False,)}[args.bounds]
     settings = [(name, bounds, seed) for name in args.maps for bounds in kinds for seed in range(args.seeds)]
     if args.smoke:

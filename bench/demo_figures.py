@@ -132,6 +132,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--jobs", type=int, default=1, help="sweeps in parallel processes (default 1)")
     parser.add_argument("--policy", nargs="*", default=[], metavar="KEY=VALUE",
                         help="PolicySettings overrides (JSON values), e.g. ivr_mixture=true")
+    parser.add_argument("--analysis", nargs="*", default=[], metavar="NAME=VALUE",
+                        help="the analysis GP's priors (JSON values), e.g. SHAPE_PRIOR_SD=1 (bench/analysis_priors.py)")
     parser.add_argument("--results-name", default=None, metavar="NAME",
                         help="bench/results/NAME.md/.json (default demo_figures, demo_figures_smoke with --smoke)")
     parser.add_argument("--smoke", action="store_true", help="one seed: a check that it runs")
@@ -149,23 +151,25 @@ def one_seed(seed: int, overrides: dict[str, Any], truth: dict[str, NDArray[np.f
 
 
 def run(args: argparse.Namespace) -> None:
+    from bench.analysis_priors import analysis_overrides, apply
     from bench.efficiency import policy_overrides
 
     if args.smoke:
         args.first_seed, args.seeds = 0, 1
     name = args.results_name or "demo_figures" + ("_smoke" if args.smoke else "")
     overrides = policy_overrides(args.policy)
+    priors = analysis_overrides(args.analysis)
     seeds = list(range(args.first_seed, args.seeds))
     truth = demo_truth()  # once: 200,000 draws of the grid for the true curve
     rows = []
-    with ProcessPoolExecutor(max(1, args.jobs)) as pool:
+    with ProcessPoolExecutor(max(1, args.jobs), initializer=apply, initargs=(priors,)) as pool:
         for future in as_completed([pool.submit(one_seed, seed, overrides, truth) for seed in seeds]):
             rows.append(future.result())
             r = rows[-1]
             print(f"seed {r['seed']}: {r['sweep_s']:.0f} s; curve {r['curve_max_error']:.4f}, "
                   f"band {r['curve_in_band']:.0%} (miss {r['band_miss']:.4f}), map {r['map_coverage']:.1%}", flush=True)
     rows.sort(key=lambda r: r["seed"])
-    write_results(name, demo_markdown(rows, overrides), {"policy": overrides, "rows": rows})
+    write_results(name, demo_markdown(rows, overrides), {"policy": overrides, "analysis": priors, "rows": rows})
 
 
 def demo_markdown(rows: list[dict[str, Any]], overrides: dict[str, Any]) -> str:
