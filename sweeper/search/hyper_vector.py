@@ -23,7 +23,7 @@ from sweeper.search.warping import SHAPE_BOUNDS, OutputWarp
 #: NOTE: docs/decisions/0005-analysis-gp-noise-prior.md
 NOISE_PRIOR = (math.log(3e-3), 1.0)
 #: sd of the LogNormal(0, sd) prior on each of the warp's Kumaraswamy shapes.
-#: NOTE: docs/decisions/0006-analysis-gp-warp-shape-prior.md
+#: NOTE: docs/decisions/0006-analysis-gp-warp-shape-prior.md (sd 1 measured again: 0084-bad-maps-miss-next-to-trials.md)
 SHAPE_PRIOR_SD = 2.0
 #: Input warping (Kumaraswamy CDF per continuous column, Snoek et al. 2014): on, its shapes' prior sd and box.
 #: NOTE: docs/decisions/0007-analysis-gp-input-warping.md
