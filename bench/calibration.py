@@ -24,6 +24,7 @@ also on the wine map.
     python -m bench calibration                 # 4 maps x 2 bound settings x 5 seeds (~20 min on 2 cores)
     python -m bench calibration --smoke         # the wine map, bounded, one seed
     python -m bench calibration --bounds bounded --policy ivr_mixture=true --results-name calibration_mixture
+    python -m bench calibration --bounds bounded --points-from calibration --analysis SHAPE_PRIOR_SD=1
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(with --bounds bounded)")
     parser.add_argument("--analysis", nargs="*", default=[], metavar="NAME=VALUE",
                         help="the analysis GP's priors (JSON values), e.g. SHAPE_PRIOR_SD=1 (bench/analysis_priors.py)")
+    parser.add_argument("--points-from", default=None, metavar="NAME",
+                        help="sweep nothing: analyse again the trials (points, results, the searcher's predictions) "
+                             "of bench/results/NAME.json, e.g. under another --analysis (decision 0084)")
     parser.add_argument("--results-name", default=None, metavar="NAME",
                         help="bench/results/NAME.md/.json (default calibration, calibration_smoke with --smoke)")
     parser.add_argument("--smoke", action="store_true", help="the wine map, bounded, one seed: a check that it runs")
@@ -76,9 +80,14 @@ def run(args: argparse.Namespace) -> None:
     if args.smoke:
         settings = [("wine", True, 0)]
         args.trials = 16
+    saved = saved_trials(args.points_from) if args.points_from else {}
+    if args.points_from and overrides:
+        raise SystemExit("--policy with --points-from: nothing is swept, the points are the earlier run's")
+    if args.points_from and (missing := [s for s in settings if s not in saved]):
+        raise SystemExit(f"--points-from {args.points_from}: no trials for {', '.join(map(str, missing))}")
     rows = []
     for name, bounds, seed in settings:
-        rows.append(one(name, bounds, seed, args.trials, overrides))
+        rows.append(one(name, bounds, seed, args.trials, overrides, saved.get((name, bounds, seed))))
         r = rows[-1]
         print(f"{name} {'bounded' if bounds else 'unbounded'} seed {seed}: map {r['map_coverage']:.1%}, verdict "
               f"{r['verdict']} (loo {r['loo']}, loco {r['loco']}, prospective {r['prospective']}), predictions "
@@ -122,7 +131,24 @@ def grid_truth(name: str) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     return np.array(list(itertools.product(*axes))), values.reshape(-1)
 
 
-def one(name: str, bounds: bool, seed: int, n: int, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+def saved_trials(results_name: str) -> dict[tuple[str, bool, int], list[dict[str, Any]]]:
+    """The trials each sweep of an earlier run kept (``bench/results/<name>.json``), by (map, bounds, seed)."""
+    import json
+
+    from bench.report import RESULTS_DIR
+
+    path = RESULTS_DIR / f"{results_name}.json"
+    if not path.exists():
+        raise SystemExit(f"--points-from {results_name}: no {path}; run the bench with --results-name {results_name} "
+                         "first")
+    rows = json.loads(path.read_text(encoding="utf-8"))["rows"]
+    return {(r["map"], bool(r["bounds"]), int(r["seed"])): r["trials"] for r in rows if "trials" in r}
+
+
+def one(name: str, bounds: bool, seed: int, n: int, overrides: dict[str, Any] | None = None,
+        trials: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+    """One sweep and its analysis against the truth; with ``trials`` (an earlier sweep's, with the searcher's
+    predictions as it recorded them) the analysis alone."""
     from bench.ml_maps import MAPS, true_curve
     from sweeper.analysis.multiverse import fit_multiverse
     from sweeper.report.surrogate import surrogate_curve
@@ -130,7 +156,9 @@ def one(name: str, bounds: bool, seed: int, n: int, overrides: dict[str, Any] | 
     from sweeper.search.warping import MetricBounds
 
     started = time.perf_counter()
-    trials = sweep(name, bounds, seed, n, overrides=overrides)
+    if trials is None:
+        trials = sweep(name, bounds, seed, n, overrides=overrides)
+    n = len(trials)
     space = MAPS[name].space
     X = np.array([t["x"] for t in trials])
     y = np.array([t["y"] for t in trials])
@@ -167,6 +195,7 @@ def one(name: str, bounds: bool, seed: int, n: int, overrides: dict[str, Any] | 
         "curve_largest_miss": float(np.max(np.maximum(curve.low - true, true - curve.high).clip(min=0.0))),
         "prospective_pit": [] if every is None else every.pit.tolist(),
         "loo_pit": checks.checks[0].pit.tolist(),
+        "trials": trials,
     }
 
 
