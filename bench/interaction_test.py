@@ -1,9 +1,9 @@
 """The multiverse's interaction verdicts (Bell et al. 2022, eq. 8) against truths whose interactions are known.
 
-``sweeper multiverse`` compares an additive GP with the shared one, over all dims and per pair, and reads
-``log10 K > 1`` as "no interaction", ``< -1`` as "interaction". With a bounded metric each model now learns its
-own warp and the likelihoods are of the metric's own values; before, both models took the warp learned by the
-analysis's shared fit. This measures the verdicts both ways, where the answer is known:
+``sweeper multiverse`` compares an additive GP with the shared one, over all dims and per pair, and reads ``log10 K
+> 1`` as "no interaction", ``< -2`` as "interaction" (decision 0085; ``< -1`` before). With a bounded metric each
+model now learns its own warp and the likelihoods are of the metric's own values; before, both models took the warp
+learned by the analysis's shared fit. This measures the verdicts both ways, where the answer is known:
 
 - **additive truths**: a choice that shifts the metric beside two smooth dims; three smooth dims; a choice beside
   two dims near the ceiling of 1, where a warp bends most (clipping the noisy scores at 1 gives the expected
@@ -187,8 +187,12 @@ def run(args: argparse.Namespace) -> None:
 
 
 def _said(tests: list[dict[str, Any]], scale: str, verdict: str) -> int:
-    bound = 1.0
-    return sum((t[scale] < -bound) if verdict == "interaction" else (t[scale] > bound) for t in tests)
+    """How many of ``tests`` the analysis's rule (:meth:`sweeper.search.interaction.BayesFactor.verdict`) reads as
+    ``verdict`` on ``scale``."""
+    from sweeper.search.interaction import CONCLUSIVE_LOG10, INTERACTION_LOG10
+
+    return sum((t[scale] < -INTERACTION_LOG10) if verdict == "interaction" else (t[scale] > CONCLUSIVE_LOG10)
+               for t in tests)
 
 
 def interaction_markdown(rows: list[dict[str, Any]]) -> str:
@@ -211,8 +215,8 @@ def interaction_markdown(rows: list[dict[str, Any]]) -> str:
     table = markdown_table(["sweeps", "test", "truth", "tests", "each model its own warp (shipped): interaction / none",
                             "one warp, the shared fit's (before)"], body)
     tests = [t for r in rows for t in r["tests"] if t["interacts"] is not None]
-    wrong = {scale: sum((t[scale] < -1) if not t["interacts"] else (t[scale] > 1) for t in tests)
-             for scale in ("shipped", "before")}
+    wrong = {scale: _said([t for t in tests if not t["interacts"]], scale, "interaction")
+             + _said([t for t in tests if t["interacts"]], scale, "no interaction") for scale in ("shipped", "before")}
     none = [t for t in tests if not t["interacts"]]
     seconds, before = (np.median([r[k] for r in rows]) for k in ("test_s", "before_s"))
     found = [t for t in tests if t["interacts"]]

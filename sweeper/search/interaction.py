@@ -8,11 +8,14 @@ marginal likelihood,
 
     K = p(D | additive) / p(D | shared),
 
-so ``K > 1`` favours no interaction and ``K < 1`` favours interaction. The verdict uses
-the conventional evidence threshold ``|log10 K| > 1`` (``K > 10`` or ``K < 1/10``,
-"strong" on Jeffreys' scale); in between it is inconclusive. The sweeper can stop once
-the verdict is conclusive at a threshold the user chooses (``stop_on_bayes_factor``, the
-paper's termination condition).
+so ``K > 1`` favours no interaction and ``K < 1`` favours interaction. The verdict says "no
+interaction" at ``K > 10`` ("strong" on Jeffreys' scale) and "interaction" only at ``K < 1/100``
+("decisive"); in between it is inconclusive. Against truths whose interactions are known
+(``python -m bench interaction``), ``K < 1/10`` said "interaction" on 16 of 210 tests of truths
+without one (a bounded map near its ceiling, a smooth additive one: each model's misfit favours
+the shared kernel), ``K < 1/100`` on 5, and found 78 of the 84 real ones against 80. The sweeper
+can stop once the verdict is conclusive at a threshold the user chooses
+(``stop_on_bayes_factor``, the paper's termination condition), which applies both ways.
 
 A pairwise test compares, for dims ``i`` and ``j``, a kernel that is additive over every
 dimension with one that shares a single kernel over ``(i, j)`` and is additive over the
@@ -54,8 +57,11 @@ from sweeper.search.bounded import fit_bounded_gp, warped_log_likelihood
 from sweeper.search.gp_fit import fit_gp
 from sweeper.search.warping import OutputWarp
 
-#: ``|log10 K|`` above which the verdict is conclusive (K > 10 or K < 0.1).
+#: ``log10 K`` above which the verdict is "no interaction" (K > 10).
 CONCLUSIVE_LOG10 = 1.0
+#: ``-log10 K`` beyond which the verdict is "interaction" (K < 1/100), where no threshold is chosen.
+#: NOTE: docs/decisions/0085-interaction-needs-decisive-evidence.md
+INTERACTION_LOG10 = 2.0
 #: The verdicts that settle the question ("inconclusive" and "no evidence" do not): :meth:`BayesFactor.is_conclusive`.
 CONCLUSIVE = ("interaction", "no interaction")
 #: A metric whose spread is at most this times ``max(1, |mean|)`` is constant (rounding, not signal).
@@ -112,22 +118,24 @@ class BayesFactor:
         """The Bayes factor itself (``inf``/``0`` when it overflows)."""
         return 10.0**self.log10_K if self.log10_K < 300 else math.inf
 
-    def verdict(self, threshold: float = 10.0 ** CONCLUSIVE_LOG10) -> str:
-        """``"no interaction"`` if ``K > threshold``, ``"interaction"`` if ``K < 1/threshold``, else ``"inconclusive"``.
+    def verdict(self, threshold: float | None = None) -> str:
+        """``"no interaction"`` if ``K > 10``, ``"interaction"`` if ``K < 1/100``, else ``"inconclusive"``; with a
+        ``threshold`` (a user's ``stop_on_bayes_factor``), ``K > threshold`` and ``K < 1/threshold``.
 
         ``"no evidence"`` where the data cannot speak (see ``note``).
         """
         if self.note:
             return "no evidence"
-        bound = math.log10(threshold)
-        if self.log10_K > bound:
+        upper, lower = ((CONCLUSIVE_LOG10, INTERACTION_LOG10) if threshold is None
+                        else (math.log10(threshold), math.log10(threshold)))
+        if self.log10_K > upper:
             return "no interaction"
-        if self.log10_K < -bound:
+        if self.log10_K < -lower:
             return "interaction"
         return "inconclusive"
 
-    def is_conclusive(self, threshold: float = 10.0 ** CONCLUSIVE_LOG10) -> bool:
-        """Whether ``K > threshold`` or ``K < 1/threshold`` (the verdict is one of :data:`CONCLUSIVE`)."""
+    def is_conclusive(self, threshold: float | None = None) -> bool:
+        """Whether the verdict (at ``threshold``, see :meth:`verdict`) is one of :data:`CONCLUSIVE`."""
         return self.verdict(threshold) in CONCLUSIVE
 
 
