@@ -1,9 +1,9 @@
 """The multiverse's interaction verdicts (Bell et al. 2022, eq. 8) against truths whose interactions are known.
 
-``sweeper multiverse`` compares an additive GP with the shared one, over all dims and per pair, and reads ``log10 K
-> 1`` as "no interaction", ``< -2`` as "interaction" (decision 0085; ``< -1`` before). With a bounded metric each
-model now learns its own warp and the likelihoods are of the metric's own values; before, both models took the warp
-learned by the analysis's shared fit. This measures the verdicts both ways, where the answer is known:
+``sweeper multiverse`` compares an additive GP with the shared one, over all dims and per pair, and reads
+``log10 K > 1`` as "no interaction", ``< -2`` as "interaction" (decision 0085; ``< -1`` before). With a bounded
+metric each model now learns its own warp and the likelihoods are of the metric's own values; before, both models
+took the warp learned by the analysis's shared fit. This measures the verdicts both ways, where the answer is known:
 
 - **additive truths**: a choice that shifts the metric beside two smooth dims; three smooth dims; a choice beside
   two dims near the ceiling of 1, where a warp bends most (clipping the noisy scores at 1 gives the expected
@@ -187,12 +187,11 @@ def run(args: argparse.Namespace) -> None:
 
 
 def _said(tests: list[dict[str, Any]], scale: str, verdict: str) -> int:
-    """How many of ``tests`` the analysis's rule (:meth:`sweeper.search.interaction.BayesFactor.verdict`) reads as
-    ``verdict`` on ``scale``."""
-    from sweeper.search.interaction import CONCLUSIVE_LOG10, INTERACTION_LOG10
+    """How many of ``tests`` the analysis's own rule (:meth:`sweeper.search.interaction.BayesFactor.verdict`) reads
+    as ``verdict`` from their ``log10 K`` on ``scale``."""
+    from sweeper.search.interaction import BayesFactor
 
-    return sum((t[scale] < -INTERACTION_LOG10) if verdict == "interaction" else (t[scale] > CONCLUSIVE_LOG10)
-               for t in tests)
+    return sum(BayesFactor(t[scale], 0.0, 0.0, (), 0).verdict() == verdict for t in tests)
 
 
 def interaction_markdown(rows: list[dict[str, Any]]) -> str:
