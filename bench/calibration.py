@@ -80,9 +80,9 @@ def run(args: argparse.Namespace) -> None:
     if args.smoke:
         settings = [("wine", True, 0)]
         args.trials = 16
-    saved = saved_trials(args.points_from) if args.points_from else {}
-    if args.points_from and overrides:
+    if args.points_from and overrides:  # the arguments before the file
         raise SystemExit("--policy with --points-from: nothing is swept, the points are the earlier run's")
+    saved = saved_trials(args.points_from) if args.points_from else {}
     if args.points_from and (missing := [s for s in settings if s not in saved]):
         raise SystemExit(f"--points-from {args.points_from}: no trials for {', '.join(map(str, missing))}")
     rows = []

@@ -74,7 +74,7 @@ from sweeper.report.summary import finite
 from sweeper.report.trial_points import trial_points
 from sweeper.search.calibration import Calibration, calibration
 from sweeper.search.gp_fit import fit_subset
-from sweeper.search.interaction import CONCLUSIVE_LOG10, INTERACTION_LOG10, constant_metric_note
+from sweeper.search.interaction import INTERACTION_LOG10, NO_INTERACTION_LOG10, constant_metric_note
 from sweeper.search.kernels import KERNELS, category_labels
 from sweeper.search.loo import PredictiveCheck, first_of_copies, replicate_groups
 from sweeper.search.space import ChoiceDim, SearchSpace
@@ -292,7 +292,7 @@ def _coregionalization(out: OutputDir, fit: MultiverseFit, summary: dict[str, An
 def _interactions(out: OutputDir, fit: MultiverseFit, kernel: str, seed: int, summary: dict[str, Any]) -> None:
     import pandas as pd
 
-    thresholds = (f"K > 10^{CONCLUSIVE_LOG10:g}: no interaction; K < 10^-{INTERACTION_LOG10:g}: interaction; "
+    thresholds = (f"K > 10^{NO_INTERACTION_LOG10:g}: no interaction; K < 10^-{INTERACTION_LOG10:g}: interaction; "
                   "in between: inconclusive (K = p(D | additive) / p(D | shared), Bell et al. 2022 eq. 8)")
     if fit.space.d < 2:
         summary["interaction"] = {"note": "one dimension: nothing can interact", "thresholds": thresholds}

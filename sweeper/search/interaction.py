@@ -58,7 +58,7 @@ from sweeper.search.gp_fit import fit_gp
 from sweeper.search.warping import OutputWarp
 
 #: ``log10 K`` above which the verdict is "no interaction" (K > 10).
-CONCLUSIVE_LOG10 = 1.0
+NO_INTERACTION_LOG10 = 1.0
 #: ``-log10 K`` beyond which the verdict is "interaction" (K < 1/100), where no threshold is chosen.
 #: NOTE: docs/decisions/0085-interaction-needs-decisive-evidence.md
 INTERACTION_LOG10 = 2.0
@@ -126,8 +126,7 @@ class BayesFactor:
         """
         if self.note:
             return "no evidence"
-        upper, lower = ((CONCLUSIVE_LOG10, INTERACTION_LOG10) if threshold is None
-                        else (math.log10(threshold), math.log10(threshold)))
+        upper, lower = (NO_INTERACTION_LOG10, INTERACTION_LOG10) if threshold is None else (math.log10(threshold),) * 2
         if self.log10_K > upper:
             return "no interaction"
         if self.log10_K < -lower:
