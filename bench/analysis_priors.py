@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from typing import Any
 
 #: The constants ``--analysis`` may set (each defined in sweeper.search.hyper_vector).
-PRIORS = ("NOISE_PRIOR", "SHAPE_PRIOR_SD", "INPUT_WARP_PRIOR_SD", "CEILING_PRIOR")
+PRIORS = ("NOISE_PRIOR", "SHAPE_PRIOR_SD", "INPUT_WARP_PRIOR_SD", "CEILING_PRIOR", "METRIC_NOISE", "METRIC_NOISE_PRIOR",
+          "METRIC_NOISE_BOUNDS")
 
 
 def analysis_overrides(items: list[str]) -> dict[str, Any]:

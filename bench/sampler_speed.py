@@ -54,10 +54,14 @@ def composed_log_posterior(gp: GPFit, X: NDArray[np.float64], y: NDArray[np.floa
             if np.any(value < slot.box[0]) or np.any(value > slot.box[1]):
                 return -math.inf
             lp -= 0.5 * float(np.sum(((block - slot.prior[0]) / slot.prior[1]) ** 2))
-        terms, noise, warp, inputs = unpack(theta, gp)
+        terms, noise, warp, inputs, metric_noise = unpack(theta, gp)
         Xw = warp_inputs(X, inputs)
         K = sum_of_terms(terms, Xw, Xw)
         K[np.diag_indices_from(K)] += noise
+        if metric_noise > 0.0 and gp.warp is not None:  # GPFit.noise_at's share, on the point fit's warp
+            spread = gp.warp.spread(y, metric_noise)
+            spread /= gp.y_std
+            K[np.diag_indices_from(K)] += spread * spread
         try:
             L = cholesky_with_jitter(K, max_tries=2)
         except np.linalg.LinAlgError:

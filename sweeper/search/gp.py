@@ -11,7 +11,9 @@ Modelling assumptions:
     * Outputs are standardised, ``(y - mean(y)) / std(y)`` (``ddof=0``; ``std = 1`` when
       it is 0 or ``n == 1``), so the kernel variance and the noise variance are on the
       standardised scale, and their bounds are data-independent.
-    * Observation noise is homoscedastic Gaussian, learned, and at least ``noise_floor``.
+    * Observation noise is homoscedastic Gaussian, learned, and at least ``noise_floor``; the
+      analysis's posterior draws of a metric with two bounds add a noise in the metric's own units,
+      which the warp makes heteroscedastic (:attr:`GPFit.metric_noise`).
 
 References:
     Rasmussen, C. E., & Williams, C. K. I. (2006). Gaussian Processes for Machine
@@ -75,6 +77,15 @@ class GPFit:
     #: Kumaraswamy CDF ``u -> 1 - (1 - u^a)^b`` applied to column ``c`` before the kernel, per ``(c, a, b)``
     #: (Snoek et al. 2014's input warping; see :mod:`sweeper.search.hyperposterior`).
     input_warp: tuple[tuple[int, float, float], ...] = ()
+    #: sd of a noise in the metric's own units (a two-sided warp only; 0: none), on top of ``noise_variance``:
+    #: at a value ``y`` it adds ``(noise_warp.spread(y, metric_noise) / noise_scale)^2`` to the standardised
+    #: noise variance (:meth:`noise_at`), so a plateau the warp stretches gets the noise its trials show in
+    #: accuracy points. ``noise_warp`` and ``noise_scale`` are the point fit's warp and sd of ``w(y)``, fixed:
+    #: a noise that moved with the sampled warp would cancel its Jacobian (decision 0086).
+    #: NOTE: docs/decisions/0086-metric-unit-noise.md
+    metric_noise: float = 0.0
+    noise_warp: OutputWarp | None = None
+    noise_scale: float = 1.0
     #: ``(L, alpha)`` of :func:`~sweeper.search.gp_linalg.posterior_factor` for these hyperparameters and data,
     #: when the caller has it already (:func:`~sweeper.search.gp_fit.fit_gp` needs it for the likelihood);
     #: None factorises here. Not stored as given: it fills the cache below.
@@ -85,7 +96,7 @@ class GPFit:
     def __post_init__(self, factor: tuple[NDArray[np.float64], NDArray[np.float64]] | None) -> None:
         # Cache the Cholesky factor L of K + noise I and alpha = (K + noise I)^-1 z (derived fields, set once).
         if factor is None:
-            factor = posterior_factor(self.kernel(self.X, self.X), self.noise_variance, self.standardized())
+            factor = posterior_factor(self.kernel(self.X, self.X), self.noise_at(self.y), self.standardized())
         object.__setattr__(self, "_L", factor[0])
         object.__setattr__(self, "_alpha", factor[1])
 
@@ -106,6 +117,15 @@ class GPFit:
     def standardized(self) -> NDArray[np.float64]:
         """The modelled outputs standardised, ``(modelled - y_mean) / y_std``: what the kernel describes."""
         return (self.modelled() - self.y_mean) / self.y_std
+
+    def noise_at(self, y: NDArray[np.float64]) -> float | NDArray[np.float64]:
+        """The noise variance (standardised scale) of a result ``y`` (metric units): ``noise_variance``, plus
+        the metric-unit noise's share where there is one (see :attr:`metric_noise`)."""
+        if self.metric_noise <= 0.0 or self.noise_warp is None:
+            return self.noise_variance
+        spread = self.noise_warp.spread(y, self.metric_noise) / self.noise_scale
+        extra: NDArray[np.float64] = spread * spread
+        return self.noise_variance + extra
 
     @property
     def noise_sd(self) -> float:
@@ -166,6 +186,8 @@ class GPFit:
             out["warp"] = self.warp.to_dict()
         if self.input_warp:
             out["input_warp"] = [[int(c), float(a), float(b)] for c, a, b in self.input_warp]
+        if self.metric_noise > 0.0:
+            out["metric_noise"] = float(self.metric_noise)
         return out
 
     def describe(self) -> str:
@@ -210,9 +232,12 @@ class GPFit:
         mean = Ks.T @ self._alpha
         V = scipy.linalg.solve_triangular(self._L, Ks, lower=True, check_finite=False)
         var = np.maximum(self.kernel_diag(X) - np.sum(V * V, axis=0), 0.0)
-        if noise:
+        mean = self.y_mean + self.y_std * mean
+        if noise and self.metric_noise > 0.0 and self.warp is not None:  # its share at the latent mean's value
+            var += self.noise_at(self.warp.inverse(mean))
+        elif noise:
             var += self.noise_variance
-        return self.y_mean + self.y_std * mean, self.y_std * np.sqrt(var)
+        return mean, self.y_std * np.sqrt(var)
 
     def predict(
         self, X: NDArray[np.float64], noise: bool = False

@@ -87,12 +87,12 @@ def sum_of_terms(
 
 
 def posterior_factor(
-    K: NDArray[np.float64], noise_variance: float, z: NDArray[np.float64]
+    K: NDArray[np.float64], noise_variance: float | NDArray[np.float64], z: NDArray[np.float64]
 ) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """``(L, alpha)``: the Cholesky factor of ``K + noise I`` and ``alpha = (K + noise I)^-1 z``.
 
     R&W Algorithm 2.1, lines 2-3. ``K`` (the training covariance, ``(n, n)``) is overwritten
-    by ``K + noise I``.
+    by ``K + noise I``; ``noise_variance`` is one number or one per point (``(n,)``).
     """
     K[np.diag_indices_from(K)] += noise_variance
     L = cholesky_with_jitter(K)

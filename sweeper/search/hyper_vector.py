@@ -34,6 +34,12 @@ INPUT_WARP_BOUNDS = (0.1, 10.0)
 #: NOTE: docs/decisions/0009-analysis-gp-ceiling.md
 CEILING = True
 CEILING_PRIOR = (3.0, 1.5)
+#: A noise in the metric's own units beside the warped scale's (two bounds only: :attr:`GPFit.metric_noise`), the
+#: normal prior of its log sd and its box, both relative to the bounds' range (an accuracy's: 1).
+#: NOTE: docs/decisions/0086-metric-unit-noise.md
+METRIC_NOISE = True
+METRIC_NOISE_PRIOR = (math.log(3e-3), 0.5)
+METRIC_NOISE_BOUNDS = (1e-5, 1e-2)
 
 
 # ----------------------------------------------------------------------------- parameter vector
@@ -65,6 +71,10 @@ def parameter_slots(gp: GPFit) -> list[Slot]:
         out.append(Slot(2, True, (0.0, SHAPE_PRIOR_SD), SHAPE_BOUNDS))
         if has_ceiling(gp):
             out.append(Slot(1, False, CEILING_PRIOR, (-15.0, 15.0)))
+        if has_metric_noise(gp):
+            width = _range(gp.warp)
+            out.append(Slot(1, True, (METRIC_NOISE_PRIOR[0] + math.log(width), METRIC_NOISE_PRIOR[1]),
+                            (METRIC_NOISE_BOUNDS[0] * width, METRIC_NOISE_BOUNDS[1] * width)))
     for _ in warped_columns(gp):
         out.append(Slot(2, True, (0.0, INPUT_WARP_PRIOR_SD), INPUT_WARP_BOUNDS))
     return out
@@ -74,6 +84,17 @@ def has_ceiling(gp: GPFit) -> bool:
     """Whether the warp's ceiling is sampled: two bounds, and a best trial below the upper one."""
     w = gp.warp
     return CEILING and w is not None and w.two_sided and float(np.max(gp.y)) < float(_upper_bound(w))
+
+
+def has_metric_noise(gp: GPFit) -> bool:
+    """Whether a noise in the metric's units is sampled: a two-sided warp (see :data:`METRIC_NOISE`)."""
+    return METRIC_NOISE and gp.warp is not None and gp.warp.two_sided
+
+
+def _range(warp: OutputWarp) -> float:
+    """The width of a two-sided warp's declared bounds."""
+    assert warp.bounds.low is not None
+    return _upper_bound(warp) - warp.bounds.low
 
 
 def _upper_bound(warp: OutputWarp) -> float:
@@ -110,6 +131,9 @@ def pack(gp: GPFit) -> NDArray[np.float64]:
             y_max = float(np.max(gp.y))
             share = 0.98 if top is None else min(max((top - y_max) / (hi - y_max), 1e-6), 1 - 1e-6)
             parts.append([math.log(share / (1.0 - share))])
+        if has_metric_noise(gp):
+            start = math.exp(METRIC_NOISE_PRIOR[0]) * _range(gp.warp)
+            parts.append([gp.metric_noise if gp.metric_noise > 0.0 else start])
     shapes = {c: (a, b) for c, a, b in gp.input_warp}
     for c in warped_columns(gp):
         parts.append(list(shapes.get(c, (1.0, 1.0))))
@@ -119,8 +143,9 @@ def pack(gp: GPFit) -> NDArray[np.float64]:
 
 
 def unpack(theta: NDArray[np.float64], gp: GPFit) -> tuple[tuple[KernelTerm, ...], float, OutputWarp | None,
-                                                             tuple[tuple[int, float, float], ...]]:
-    """Terms, noise variance, output warp and input warp of a parameter vector laid out like ``gp``'s."""
+                                                             tuple[tuple[int, float, float], ...], float]:
+    """Terms, noise variance, output warp, input warp and metric-unit noise sd (0: none) of a parameter vector
+    laid out like ``gp``'s."""
     i = 0
 
     def take(size: int, log: bool) -> NDArray[np.float64]:
@@ -151,11 +176,12 @@ def unpack(theta: NDArray[np.float64], gp: GPFit) -> tuple[tuple[KernelTerm, ...
             hi, y_max = _upper_bound(warp), float(np.max(gp.y))
             top = ceiling_top(y_max, hi, float(take(1, False)[0]))
         warp = warp.with_shapes(float(a), float(b), top)
+    metric_noise = float(take(1, True)[0]) if has_metric_noise(gp) else 0.0
     inputs = []
     for c in warped_columns(gp):
         a, b = take(2, True)
         inputs.append((c, float(a), float(b)))
-    return tuple(terms), noise, warp, tuple(inputs)
+    return tuple(terms), noise, warp, tuple(inputs), metric_noise
 
 
 def ceiling_top(y_max: float, high: float, logit: float) -> float:
@@ -181,6 +207,7 @@ def parameter_names(gp: GPFit) -> list[str]:
     names.append("noise_variance")
     if gp.warp is not None and gp.warp.two_sided:
         names += ["warp.a", "warp.b"] + (["warp.top_logit"] if has_ceiling(gp) else [])
+        names += ["metric_noise"] if has_metric_noise(gp) else []
     for c in warped_columns(gp):
         names += [f"input_warp[{c}].a", f"input_warp[{c}].b"]
     return names

@@ -9,8 +9,8 @@ averages over the hyperparameters' posterior (the "fully Bayesian" GP of Snoek e
 §3.2, Lalchand & Rasmussen 2020): starting at the maximum-likelihood fit, a slice sampler
 (Neal 2003, §4, stepping out, one coordinate at a time in random order) draws the log
 lengthscales, log signal variance, coregionalization ``W`` and ``log kappa``, log noise, for a
-bounded metric the log Kumaraswamy shapes of the output warp and its ceiling, and the log
-shapes of an input warp of every continuous dim, from
+bounded metric the log Kumaraswamy shapes of the output warp, its ceiling and the log sd of a noise
+in the metric's own units, and the log shapes of an input warp of every continuous dim, from
 
     p(theta | y) ∝ p(y | theta) p(theta)
 
@@ -20,8 +20,10 @@ with ``p(y | theta)`` the warped likelihood of :func:`sweeper.search.bounded.war
 (Hvarfner et al. 2024, ``d`` the term's continuous dims), signal variance and kappa
 LogNormal(0, 1) and (0, 1.5), ``W`` N(0, 1), the noise variance LogNormal(log 3e-3, 1) (a real
 map has small-scale roughness a stationary kernel cannot follow, which a maximum-likelihood
-fit of spread trials calls 1e-6) and the warp's shapes LogNormal(0, 2) (the shapes that flatten
-a map's ceiling lie far from the plain logit); each inside the boxes of
+fit of spread trials calls 1e-6), the warp's shapes LogNormal(0, 2) (the shapes that flatten
+a map's ceiling lie far from the plain logit) and, with two bounds, the metric-unit noise's sd
+LogNormal(log 3e-3, 0.5) times their range, at most 1 % of it (a plateau's roughness in accuracy points,
+which the warp stretches; :attr:`sweeper.search.gp.GPFit.metric_noise`, decision 0086); each inside the boxes of
 :mod:`sweeper.search.gp_model`. Every kept draw is a :class:`~sweeper.search.gp.GPFit` (with
 its own warp and standardisation) conditioned on all trials; predictions are the equal-weight
 mixture.
@@ -211,11 +213,11 @@ def sample_members(gp: GPFit, *, seed: int | Sequence[int] | np.random.Generator
     draws = np.vstack(_restart_stranded(chains, logp, rng, lambda theta: shortest_lengthscale(theta, gp)))
     members = []
     for theta in draws:
-        terms, noise, warp, inputs = unpack(theta, gp)
+        terms, noise, warp, inputs, metric_noise = unpack(theta, gp)
         g = gp.y if warp is None else warp.forward(gp.y)
         y_mean, y_std = (gp.y_mean, gp.y_std) if warp is None else (float(np.mean(g)), float(np.std(g)) or 1.0)
         members.append(GPFit(terms, noise, y_mean, y_std, gp.log_likelihood, gp.X, gp.y, gp.kernel_name, warp,
-                             inputs))
+                             inputs, metric_noise, gp.warp if metric_noise else None, gp.y_std))
     return tuple(members)
 
 

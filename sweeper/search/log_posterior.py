@@ -28,7 +28,15 @@ from numpy.typing import NDArray
 from sweeper.search.bounded import standardise, standardised_log_likelihood
 from sweeper.search.gp import GPFit, kumaraswamy_cdf
 from sweeper.search.gp_linalg import cholesky_with_jitter, solve_lower
-from sweeper.search.hyper_vector import Slot, ceiling_top, has_ceiling, n_lengthscales, parameter_slots, warped_columns
+from sweeper.search.hyper_vector import (
+    Slot,
+    ceiling_top,
+    has_ceiling,
+    has_metric_noise,
+    n_lengthscales,
+    parameter_slots,
+    warped_columns,
+)
 from sweeper.search.kernels import OF_SQ_DIST, category_index, scaled_sq_dist_within
 from sweeper.search.warping import OutputWarp
 
@@ -154,12 +162,15 @@ class LogPosterior:
         self._noise_at, i = i, i + 1
         self._warp = gp.warp
         self._two_sided = gp.warp is not None and gp.warp.two_sided
-        self._shapes_at = self._ceiling_at = None
+        self._shapes_at = self._ceiling_at = self._metric_at = None
         if self._two_sided:
             self._shapes_at, i = i, i + 2
             if has_ceiling(gp):
                 self._ceiling_at, i = i, i + 1
-        self._warp_end = i  # the output warp's shapes and ceiling end here; the input warps follow
+        self._warp_end = i  # the output warp's shapes and ceiling end here; a metric-unit noise and input warps follow
+        self._noise_warp, self._noise_scale = gp.warp, gp.y_std  # a metric-unit noise's scale: the point fit's
+        if self._two_sided and has_metric_noise(gp):
+            self._metric_at, i = i, i + 1
         self._y_max = float(np.max(gp.y))
         # The input warp of each warped column: its place among the continuous columns, its clipped inputs.
         self._inputs = []
@@ -170,7 +181,8 @@ class LogPosterior:
         self._one_sided = gp.warp is not None and not self._two_sided
         self._fixed = _fixed_warp(gp.warp, y) if self._one_sided else None
         # What each cached value reads of theta: a term its own blocks and its columns' input warps, the
-        # covariance everything but the output warp's shapes and ceiling, which the last cache reads alone.
+        # covariance everything but the output warp's shapes and ceiling, which the last cache reads alone
+        # (a metric-unit noise's sd is the covariance's: its share of the diagonal is on the point fit's warp).
         self._term_reads = [term.reads(self._inputs) for term in self._terms]
         self._term_memos = [_Memo[NDArray[np.float64]]() for _ in self._terms]
         shapes = range(self._shapes_at, self._warp_end) if self._shapes_at is not None else range(0)
@@ -211,6 +223,11 @@ class LogPosterior:
                 K += memo.value
         assert K is not None
         K[self._diagonal] += float(np.exp(theta[self._noise_at:self._noise_at + 1])[0])
+        if self._metric_at is not None:  # GPFit.noise_at's metric-unit share, on the point fit's warp
+            assert self._noise_warp is not None
+            spread = self._noise_warp.spread(self._y, float(np.exp(theta[self._metric_at:self._metric_at + 1])[0]))
+            spread /= self._noise_scale
+            K[self._diagonal] += spread * spread
         try:
             return cholesky_with_jitter(K, max_tries=2)
         except np.linalg.LinAlgError:

@@ -317,6 +317,17 @@ class OutputWarp:
         return log_p - log_q, (math.log(self.a * self.b) + (self.a - 1.0) * np.log(t)
                                + (self.b - 1.0) * np.log1p(-t_a) - log_p - log_q - math.log(width))
 
+    def spread(self, y: ArrayLike, tau: float) -> NDArray[np.float64]:
+        """Half the width ``(w(y + tau) - w(y - tau)) / 2`` on the modelled scale of ``y ± tau``, elementwise.
+
+        A noise of sd ``tau`` in the metric's own units, seen on the warped scale: ``tau w'(y)`` where the
+        warp is straight, and finite near a bound, where :meth:`forward` squeezes a value ``eps`` inside
+        (the analysis's metric-unit noise, :data:`sweeper.search.hyper_vector.METRIC_NOISE`).
+        """
+        y = np.asarray(y, dtype=np.float64)
+        half: NDArray[np.float64] = 0.5 * (self.forward(y + tau) - self.forward(y - tau))
+        return half
+
     def moments(self, mean: ArrayLike, sd: ArrayLike) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
         """Mean and sd of ``w^{-1}(g)`` for ``g ~ N(mean, sd^2)``, elementwise (32-node Gauss-Hermite).
 

@@ -97,8 +97,9 @@ def test_chains_that_draw_different_maps_are_caught_where_one_of_them_misses_the
                    for rows in np.array_split(np.arange(len(gp.members)), CHAINS)]
     assert max(chain_means) - min(chain_means) == pytest.approx(gap)
     misses = sorted(abs(m - truth) for m in chain_means)
-    # Three chains within 0.03 of the real SVC's accuracy there; one on the majority-class floor, 0.3 below it.
-    assert misses[-1] > 0.25 and misses[-2] < 0.03, (truth, chain_means)
+    # Chains within 0.06 of the real SVC's accuracy there (near the majority-class floor), and chains 0.25 or more
+    # above it (two of each; with the analysis's noise before decision 0086, three near and one 0.3 off).
+    assert misses[0] < 0.06 and misses[-1] > 0.25, (truth, chain_means)
     caution = agreement.caution("these maps")
     assert caution is not None and f"median potential scale reduction {agreement.rhat:.2f}" in caution
     assert "What would help: more trials, first near that point" in caution

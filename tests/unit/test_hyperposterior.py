@@ -196,8 +196,9 @@ def test_hyperparameters_carry_the_posterior_summary(which: str, request: pytest
     assert len(names) == len(q05) == len(median) == len(q95)
     expected = ["t0.variance", "t0.lengthscale[0]", "t0.lengthscale[1]", "noise_variance"]
     inputs = ["input_warp[0].a", "input_warp[0].b", "input_warp[1].a", "input_warp[1].b"]
-    # (this bounded data reaches its bound 1.0, so the warp has no ceiling below it to learn)
-    bounded = ["warp.a", "warp.b"] if which == "bounded_ensemble" else []
+    # (this bounded data reaches its bound 1.0, so the warp has no ceiling below it to learn; the noise in the
+    # metric's units follows the warp's shapes)
+    bounded = ["warp.a", "warp.b", "metric_noise"] if which == "bounded_ensemble" else []
     assert names == expected + bounded + inputs
     assert np.all(np.array(q05) <= np.array(median)) and np.all(np.array(median) <= np.array(q95))
     assert np.all(np.array(q05) < np.array(q95))
