@@ -169,7 +169,7 @@ class LogPosterior:
                 self._ceiling_at, i = i, i + 1
         self._warp_end = i  # the output warp's shapes and ceiling end here; a metric-unit noise and input warps follow
         self._noise_warp, self._noise_scale = gp.warp, gp.y_std  # a metric-unit noise's scale: the point fit's
-        if self._two_sided and has_metric_noise(gp):
+        if has_metric_noise(gp):
             self._metric_at, i = i, i + 1
         self._y_max = float(np.max(gp.y))
         # The input warp of each warped column: its place among the continuous columns, its clipped inputs.
@@ -189,6 +189,7 @@ class LogPosterior:
         self._covariance_at = np.array([k for k in range(i) if k not in shapes], dtype=np.intp)
         self._factor = _Memo[NDArray[np.float64] | None]()
         self._shapes = _Memo[tuple[float, NDArray[np.float64], float] | None]()
+        self._metric = _Memo[NDArray[np.float64]]()  # the metric-unit noise's share: it reads tau alone
 
     def __call__(self, theta: NDArray[np.float64]) -> float:
         lp = self.prior(theta)
@@ -223,15 +224,22 @@ class LogPosterior:
                 K += memo.value
         assert K is not None
         K[self._diagonal] += float(np.exp(theta[self._noise_at:self._noise_at + 1])[0])
-        if self._metric_at is not None:  # GPFit.noise_at's metric-unit share, on the point fit's warp
-            assert self._noise_warp is not None
-            spread = self._noise_warp.spread(self._y, float(np.exp(theta[self._metric_at:self._metric_at + 1])[0]))
-            spread /= self._noise_scale
-            K[self._diagonal] += spread * spread
+        if self._metric_at is not None:
+            K[self._diagonal] += self._metric.get(theta[self._metric_at:self._metric_at + 1].tobytes(),
+                                                  lambda: self._metric_share(theta))
         try:
             return cholesky_with_jitter(K, max_tries=2)
         except np.linalg.LinAlgError:
             return None
+
+    def _metric_share(self, theta: NDArray[np.float64]) -> NDArray[np.float64]:
+        """:meth:`sweeper.search.gp.GPFit.noise_at`'s metric-unit share of each trial's noise variance, on the
+        point fit's warp and scale, at ``theta``'s ``tau``."""
+        assert self._noise_warp is not None and self._metric_at is not None
+        spread = self._noise_warp.spread(self._y, float(np.exp(theta[self._metric_at:self._metric_at + 1])[0]))
+        spread /= self._noise_scale
+        share: NDArray[np.float64] = spread * spread
+        return share
 
     def _warped_inputs(self, theta: NDArray[np.float64]) -> NDArray[np.float64]:
         """The continuous columns after each one's Kumaraswamy CDF (:func:`sweeper.search.gp.warp_inputs`)."""
