@@ -43,6 +43,15 @@ from sweeper.search.warping import OutputWarp
 GPY_JITTER = 1e-8
 
 
+def metric_noise_share(warp: OutputWarp, scale: float, y: NDArray[np.float64], tau: float) -> NDArray[np.float64]:
+    """The standardised noise variance that a noise of sd ``tau`` in the metric's units adds to a result ``y``:
+    ``(warp.spread(y, tau) / scale)^2``, with ``warp`` and ``scale`` the point fit's (decision 0086). Shared by
+    :meth:`GPFit.noise_at` and the sampler's log posterior (:mod:`sweeper.search.log_posterior`)."""
+    spread = warp.spread(y, tau) / scale
+    share: NDArray[np.float64] = spread * spread
+    return share
+
+
 @dataclass(frozen=True)
 class GPFit:
     """A fitted GP: hyperparameters on the standardised scale plus its training data.
@@ -123,9 +132,7 @@ class GPFit:
         the metric-unit noise's share where there is one (see :attr:`metric_noise`)."""
         if self.metric_noise <= 0.0 or self.noise_warp is None:
             return self.noise_variance
-        spread = self.noise_warp.spread(y, self.metric_noise) / self.noise_scale
-        extra: NDArray[np.float64] = spread * spread
-        return self.noise_variance + extra
+        return self.noise_variance + metric_noise_share(self.noise_warp, self.noise_scale, y, self.metric_noise)
 
     @property
     def noise_sd(self) -> float:

@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sweeper.search.bounded import standardise, standardised_log_likelihood
-from sweeper.search.gp import GPFit, kumaraswamy_cdf
+from sweeper.search.gp import GPFit, kumaraswamy_cdf, metric_noise_share
 from sweeper.search.gp_linalg import cholesky_with_jitter, solve_lower
 from sweeper.search.hyper_vector import (
     Slot,
@@ -236,10 +236,8 @@ class LogPosterior:
         """:meth:`sweeper.search.gp.GPFit.noise_at`'s metric-unit share of each trial's noise variance, on the
         point fit's warp and scale, at ``theta``'s ``tau``."""
         assert self._noise_warp is not None and self._metric_at is not None
-        spread = self._noise_warp.spread(self._y, float(np.exp(theta[self._metric_at:self._metric_at + 1])[0]))
-        spread /= self._noise_scale
-        share: NDArray[np.float64] = spread * spread
-        return share
+        tau = float(np.exp(theta[self._metric_at:self._metric_at + 1])[0])
+        return metric_noise_share(self._noise_warp, self._noise_scale, self._y, tau)
 
     def _warped_inputs(self, theta: NDArray[np.float64]) -> NDArray[np.float64]:
         """The continuous columns after each one's Kumaraswamy CDF (:func:`sweeper.search.gp.warp_inputs`)."""
