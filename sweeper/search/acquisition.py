@@ -1,16 +1,18 @@
 """Acquisition functions over a fitted GP: integrated variance reduction and batch UCB.
 
 Everything here is vectorised numpy/scipy on the *standardised* scale of a :class:`sweeper.search.gp.GPFit`, and uses
-only ``gp.kernel``, ``gp.kernel_diag``, ``gp.noise_variance`` and ``gp.predict`` (plus, where present, ``gp.X`` and
-``gp.cholesky``, to reuse the fit's factor at large n), so a GP can be mocked in tests.
+only ``gp.kernel``, ``gp.kernel_diag``, ``gp.noise_variance``, ``gp.metric_noise`` and ``gp.predict`` (plus, where
+present, ``gp.X`` and ``gp.cholesky``, to reuse the fit's factor at large n; and with a metric-unit noise, the
+members' per-point noise of :func:`sweeper.search.conditioning.observation_noise`), so a GP can be mocked in tests.
 
-IMPORTANT: the posterior covariance of a GP does not depend on the observed values ``y``. Integrated variance
-reduction therefore conditions *exactly* on every point in ``X_cond`` -- finished, failed and still-pending trials
-alike -- and a greedy batch is built by conditioning on each pick in turn (rank-one updates), with no "hallucinated"
-outcomes needed. The UCB batch uses the same updates for its exploration term, which is GP-BUCB's hallucination of
-the pending observations. IVR's optional weights over the integration points
-(:func:`sweeper.search.slope_weights.slope_weights`) are computed once per batch from the fit's mean on the finished
-results; the variance they weight is still conditioned exactly.
+IMPORTANT: the posterior covariance of a GP does not depend on the observed values ``y`` (beyond each result's noise,
+for an analysis member whose noise is in the metric's units, decision 0086: there a pending point's and a pick's
+noise is the one at its predicted value). Integrated variance reduction therefore conditions *exactly* on every point
+in ``X_cond`` -- finished, failed and still-pending trials alike -- and a greedy batch is built by conditioning on
+each pick in turn (rank-one updates), with no "hallucinated" outcomes needed. The UCB batch uses the same updates
+for its exploration term, which is GP-BUCB's hallucination of the pending observations. IVR's optional weights
+over the integration points (:func:`sweeper.search.slope_weights.slope_weights`) are computed once per batch from the
+fit's mean on the finished results; the variance they weight is still conditioned exactly.
 
 References:
     Seo, S., Wallat, M., Graepel, T., & Obermayer, K. (2000). Gaussian process regression:
@@ -33,22 +35,14 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
-import scipy.linalg
 from numpy.typing import NDArray
 
-from sweeper.search.gp import cholesky_with_jitter
+from sweeper.search.conditioning import Conditioner, Noise
 
 if TYPE_CHECKING:
     from sweeper.search.gp import GPFit
 
 log = logging.getLogger(__name__)
-
-#: From this many training points on, the conditioner extends the fit's Cholesky factor by the
-#: other points of ``X_cond`` (``O(n^2 p)``) instead of factorising ``K(X_cond, X_cond)`` anew
-#: (``O(n^3)``). Below it a fresh factor is cheap, and keeps the picks bit-identical to a
-#: conditioner that never reorders ``X_cond``. NOTE: docs/decisions/0015-reuse-the-fits-factor.md
-REUSE_FACTOR_MIN_N = 1000
-
 
 @dataclass(frozen=True)
 class BatchSelection:
@@ -73,116 +67,19 @@ def _as_points(X: NDArray[np.float64], d: int, name: str) -> NDArray[np.float64]
     return X
 
 
-class _Conditioner:
-    """Posterior covariance among candidates given ``X_cond``, conditioned on picks in turn.
-
-    After ``k`` picks, ``cov_k(cand, cand[p]) = cov_0(cand, cand[p]) - U[:, :k] @ U[p, :k]``,
-    where column ``i`` of ``U`` is ``cov_i(cand, x_i) / sqrt(var_i(x_i) + noise)``.
-    """
-
-    def __init__(self, gp: GPFit, X_cond: NDArray[np.float64], X_cand: NDArray[np.float64], q: int) -> None:
-        self.gp = gp
-        self.X_cand = X_cand
-        self.noise = float(gp.noise_variance)
-        c = X_cand.shape[0]
-        self.L: NDArray[np.float64] | None  # the Cholesky factor of K(X_cond, X_cond) + noise I; None without X_cond
-        if X_cond.shape[0] > 0:
-            # The posterior does not depend on the order of X_cond; self.X_cond is the order of L.
-            self.X_cond, self.L = _conditioning_factor(gp, X_cond, self.noise)
-            self.A = self.solve(gp.kernel(self.X_cond, X_cand))  # (N, c)
-        else:
-            self.X_cond = X_cond
-            self.L = None
-            self.A = np.zeros((0, c))
-        self.var = np.maximum(gp.kernel_diag(X_cand) - np.einsum("ij,ij->j", self.A, self.A), 0.0)
-        self.U = np.zeros((c, q))
-        self.k = 0
-
-    def solve(self, K: NDArray[np.float64]) -> NDArray[np.float64]:
-        """``L^-1 K`` for a cross-covariance ``K`` of shape ``(N, b)``."""
-        if self.L is None:
-            return np.zeros((0, K.shape[1]))
-        solved: NDArray[np.float64] = scipy.linalg.solve_triangular(self.L, K, lower=True, check_finite=False)
-        return solved
-
-    def condition_on(self, p: int) -> tuple[NDArray[np.float64], float]:
-        """Condition on a noisy observation at candidate ``p``; return ``(cov_k(cand, p), s)``.
-
-        ``s = var_k(p) + noise`` is the predictive variance of that observation.
-        """
-        x = self.X_cand[p : p + 1]
-        g = self.gp.kernel(self.X_cand, x)[:, 0] - self.A.T @ self.A[:, p]
-        g -= self.U[:, : self.k] @ self.U[p, : self.k]
-        s = float(self.var[p]) + self.noise
-        u = g / np.sqrt(s)
-        self.U[:, self.k] = u
-        self.k += 1
-        self.var = np.maximum(self.var - u * u, 0.0)
-        return g, s
-
-
-def _conditioning_factor(
-    gp: GPFit, X_cond: NDArray[np.float64], noise: float
-) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
-    """``(X_ordered, L)``: ``X_cond``'s rows in some order and the Cholesky factor of ``K + noise I``.
-
-    When the GP was fitted on many points (``>= REUSE_FACTOR_MIN_N``) that all appear
-    among ``X_cond``'s rows (the finished trials among all asked ones), ``X_ordered`` is
-    those rows first, then the rest (failed and pending trials), and ``L`` extends the
-    fit's cached factor blockwise: ``[[L11, 0], [L21, L22]]`` with ``L21 = (L11^-1 K12)ᵀ``
-    and ``L22 L22ᵀ = K22 + noise I - L21 L21ᵀ`` (Golub & Van Loan 2013, §4.2). Otherwise
-    ``X_cond`` as given with a fresh factor.
-    """
-    train = getattr(gp, "X", None)
-    cached = getattr(gp, "cholesky", None)
-    if train is not None and cached is not None and train.shape[0] >= REUSE_FACTOR_MIN_N:
-        rest = _rows_not_in(X_cond, train)
-        if rest is not None:
-            X_ordered = np.vstack([train, rest])
-            if rest.shape[0] == 0:
-                return X_ordered, cached
-            L21 = scipy.linalg.solve_triangular(cached, gp.kernel(train, rest), lower=True, check_finite=False).T
-            K22 = gp.kernel(rest, rest)
-            K22[np.diag_indices_from(K22)] += noise
-            L22 = cholesky_with_jitter(K22 - L21 @ L21.T)
-            n, p = train.shape[0], rest.shape[0]
-            L = np.zeros((n + p, n + p))
-            L[:n, :n], L[n:, :n], L[n:, n:] = cached, L21, L22
-            return X_ordered, L
-    K = gp.kernel(X_cond, X_cond)
-    K[np.diag_indices_from(K)] += noise
-    return X_cond, cholesky_with_jitter(K)
-
-
-def _rows_not_in(X: NDArray[np.float64], subset: NDArray[np.float64]) -> NDArray[np.float64] | None:
-    """``X``'s rows left after removing one exact copy of each row of ``subset``; None if one is missing."""
-    counts: dict[bytes, int] = {}
-    for row in np.ascontiguousarray(subset, dtype=np.float64):
-        counts[row.tobytes()] = counts.get(row.tobytes(), 0) + 1
-    keep = np.ones(X.shape[0], dtype=bool)
-    for i, row in enumerate(np.ascontiguousarray(X, dtype=np.float64)):
-        key = row.tobytes()
-        if counts.get(key, 0) > 0:
-            counts[key] -= 1
-            keep[i] = False
-    if any(counts.values()):
-        return None
-    return X[keep]
-
-
 def _check_batch(q: int, c: int) -> None:
     if not 1 <= q <= c:
         raise ValueError(f"batch size q must be in [1, {c}] (the number of candidates); got {q!r}")
 
 
-def _ivr_from_cov(C: NDArray[np.float64], var: NDArray[np.float64], noise: float) -> NDArray[np.float64]:
-    # IVR(x) = (1/m) sum_j cov(x_j, x)^2 / (var(x) + noise)            (m, c) -> (c,)
+def _ivr_from_cov(C: NDArray[np.float64], var: NDArray[np.float64], noise: Noise) -> NDArray[np.float64]:
+    # IVR(x) = (1/m) sum_j cov(x_j, x)^2 / (var(x) + noise(x))         (m, c) -> (c,)
     ivr: NDArray[np.float64] = np.einsum("ij,ij->j", C, C) / (C.shape[0] * (var + noise))
     return ivr
 
 
 def _prepare(gp: GPFit, X_cond: NDArray[np.float64], X_cand: NDArray[np.float64], X_mc: NDArray[np.float64], q: int,
-             weights: NDArray[np.float64] | None = None) -> tuple[_Conditioner, NDArray[np.float64]]:
+             weights: NDArray[np.float64] | None = None) -> tuple[Conditioner, NDArray[np.float64]]:
     X_cand = np.asarray(X_cand, dtype=np.float64)
     if X_cand.ndim != 2 or X_cand.shape[0] < 1:
         raise ValueError(f"X_cand must have shape (c, d) with c >= 1; got shape {X_cand.shape}")
@@ -191,7 +88,7 @@ def _prepare(gp: GPFit, X_cond: NDArray[np.float64], X_cand: NDArray[np.float64]
     X_mc = _as_points(X_mc, d, "X_mc")
     if X_mc.shape[0] < 1:
         raise ValueError("X_mc needs at least one Monte Carlo integration point")
-    cond = _Conditioner(gp, X_cond, X_cand, q)
+    cond = Conditioner(gp, X_cond, X_cand, q)
     B = cond.solve(gp.kernel(cond.X_cond, X_mc)) if X_cond.shape[0] else np.zeros((0, X_mc.shape[0]))
     C = gp.kernel(X_mc, X_cand)  # (m, c)
     if B.shape[0]:
@@ -214,15 +111,16 @@ def integrated_variance_reduction(
 ) -> NDArray[np.float64]:
     """Reduction of the integrated posterior variance from one more noisy observation.
 
-    ``IVR(x) = (1/m) sum_j cov_n(x_j, x)^2 / (var_n(x) + noise)``, the Monte Carlo
+    ``IVR(x) = (1/m) sum_j cov_n(x_j, x)^2 / (var_n(x) + noise(x))``, the Monte Carlo
     estimate over ``X_mc`` of ``int [var_n(u) - var_{n+x}(u)] du`` on the unit cube, where
     ``cov_n`` is the posterior covariance given noisy observations at ``X_cond``
-    (standardised scale). It does not depend on any ``y``. With ``weights`` (one per
+    (standardised scale). It depends on no ``y`` but through the noise. With ``weights`` (one per
     integration point, e.g. :func:`sweeper.search.slope_weights.slope_weights`) the integral is ``int w(u) [...] du``,
     the weights taken relative to their mean.
 
     Args:
-        gp: Fitted GP (only its kernel and noise variance are used).
+        gp: Fitted GP (only its kernel and noise are used; the noise of each point as
+            :func:`sweeper.search.conditioning.observation_noise` has it).
         X_cond: Points conditioned on (observed, failed, pending), shape ``(N, d)``;
             ``N`` may be 0 (the prior).
         X_cand: Candidates, shape ``(c, d)``.
@@ -313,7 +211,7 @@ def select_mixture_ivr_batch(
     return _greedy_ivr(parts, c, q)
 
 
-def _greedy_ivr(parts: Sequence[tuple[_Conditioner, NDArray[np.float64], float]], c: int, q: int) -> BatchSelection:
+def _greedy_ivr(parts: Sequence[tuple[Conditioner, NDArray[np.float64], float]], c: int, q: int) -> BatchSelection:
     """``q`` picks, each the argmax of ``sum(scale * IVR)`` over the ``(conditioner, C, scale)`` parts.
 
     After each pick every part conditions on it: the (m, c) cross-covariance and the candidate
@@ -383,7 +281,7 @@ def select_ucb_batch(
     mean, _ = gp.predict_warped(X_cand)
     mean_std = (np.asarray(mean, dtype=np.float64) - gp.y_mean) / gp.y_std
     sign = 1.0 if maximize else -1.0
-    cond = _Conditioner(gp, X_cond, X_cand, q)
+    cond = Conditioner(gp, X_cond, X_cand, q)
     taken = np.zeros(c, dtype=bool)
     indices = np.empty(q, dtype=np.intp)
     values = np.empty(q)

@@ -156,10 +156,13 @@ class IVRBatch(GPBatchStep):
         candidates around the best Sobol ones join the Sobol candidates. With ``ivr_mixture`` and a
         mixture tagging (a bounded metric), IVR is summed over the raw fit (share ``RAW_FIT_SHARE``) and
         the mixture's members (over the first ``MEMBER_INTEGRATION`` integration points), each one's variance in
-        the metric's units (:func:`sweeper.search.slope_weights.metric_variance_weights`), the slope weights kept.
+        the metric's units (:func:`sweeper.search.slope_weights.metric_variance_weights`), the slope weights kept,
+        and each member conditioning every point with the noise its posterior gives it
+        (:func:`sweeper.search.conditioning.observation_noise`).
         NOTE: docs/decisions/0070-ivr-over-the-bounded-mixture.md,
         docs/decisions/0071-mixture-ivr-keeps-the-raw-fit.md,
-        docs/decisions/0075-metric-variance-over-the-members-doubt.md"""
+        docs/decisions/0075-metric-variance-over-the-members-doubt.md,
+        docs/decisions/0087-members-choose-with-their-own-noise.md"""
         s, space = self.settings, self.space
         categories = space.categories()
         mc_stream = [*stream, STREAM_INTEGRATION]

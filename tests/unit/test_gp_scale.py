@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from sweeper.search import acquisition
+from sweeper.search import conditioning
 from sweeper.search.acquisition import integrated_variance_reduction, select_ivr_batch, select_ucb_batch
 from sweeper.search.design import sobol_design
 from sweeper.search.gp import GPFit
@@ -149,9 +149,9 @@ def test_reused_factor_gives_the_fresh_factor_picks(monkeypatch: pytest.MonkeyPa
     fresh_batch = select_ivr_batch(gp, X_cond, cand, mc, 8)
     fresh_ucb = select_ucb_batch(gp, X_cond, cand, 8, beta=2.0)
     calls = []
-    real = acquisition._rows_not_in
-    monkeypatch.setattr(acquisition, "_rows_not_in", lambda *a: calls.append(1) or real(*a))
-    monkeypatch.setattr(acquisition, "REUSE_FACTOR_MIN_N", 100)
+    real = conditioning._rows_not_in
+    monkeypatch.setattr(conditioning, "_rows_not_in", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(conditioning, "REUSE_FACTOR_MIN_N", 100)
     np.testing.assert_allclose(integrated_variance_reduction(gp, X_cond, cand, mc), fresh_ivr, rtol=1e-7, atol=1e-12)
     reused = select_ivr_batch(gp, X_cond, cand, mc, 8)
     assert reused.indices.tolist() == fresh_batch.indices.tolist()
@@ -159,13 +159,13 @@ def test_reused_factor_gives_the_fresh_factor_picks(monkeypatch: pytest.MonkeyPa
     assert select_ucb_batch(gp, X_cond, cand, 8, beta=2.0).indices.tolist() == fresh_ucb.indices.tolist()
     assert calls, "the reuse path was not taken"
     # Only the results themselves: the factor is the fit's own, not a copy.
-    X_ordered, L = acquisition._conditioning_factor(gp, X[::-1], gp.noise_variance)
+    X_ordered, L = conditioning.conditioning_factor(gp, X[::-1])
     assert L is gp.cholesky and np.array_equal(X_ordered, X)
 
 
 def test_conditioning_without_every_training_point_falls_back() -> None:
-    assert acquisition._rows_not_in(np.zeros((3, 2)), np.ones((1, 2))) is None
-    rest = acquisition._rows_not_in(np.array([[1.0, 1.0], [0.0, 0.0], [1.0, 1.0]]), np.ones((1, 2)))
+    assert conditioning._rows_not_in(np.zeros((3, 2)), np.ones((1, 2))) is None
+    rest = conditioning._rows_not_in(np.array([[1.0, 1.0], [0.0, 0.0], [1.0, 1.0]]), np.ones((1, 2)))
     assert rest is not None and rest.tolist() == [[0.0, 0.0], [1.0, 1.0]]
 
 
