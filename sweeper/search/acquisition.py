@@ -1,7 +1,7 @@
 """Acquisition functions over a fitted GP: integrated variance reduction and batch UCB.
 
 Everything here is vectorised numpy/scipy on the *standardised* scale of a :class:`sweeper.search.gp.GPFit`, and uses
-only ``gp.kernel``, ``gp.kernel_diag``, ``gp.noise_variance``, ``gp.metric_noise`` and ``gp.predict`` (plus, where
+only ``gp.kernel``, ``gp.kernel_diag``, ``gp.noise_variance``, ``gp.noise_varies`` and ``gp.predict`` (plus, where
 present, ``gp.X`` and ``gp.cholesky``, to reuse the fit's factor at large n; and with a metric-unit noise, the
 members' per-point noise of :func:`sweeper.search.conditioning.observation_noise`), so a GP can be mocked in tests.
 

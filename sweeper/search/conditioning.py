@@ -38,15 +38,21 @@ def observation_noise(gp: GPFit, X: NDArray[np.float64]) -> Noise:
     ``y``: the noise the fit's factor was built with); any other row (a pending or failed trial, a candidate) the
     noise at the value of the latent mean there, as :meth:`GPFit.predict_warped` adds for a new trial's result.
     """
-    if gp.metric_noise <= 0.0 or gp.noise_warp is None or gp.warp is None:
+    if not gp.noise_varies:
         return float(gp.noise_variance)
     known = _training_rows(X, gp.X)
     noise = np.empty(X.shape[0])
     noise[known >= 0] = gp.noise_at(gp.y[known[known >= 0]])
     if np.any(known < 0):
-        mean, _ = gp.predict_warped(X[known < 0])
-        noise[known < 0] = gp.noise_at(gp.warp.inverse(mean))
+        noise[known < 0] = _new_result_noise(gp, X[known < 0])
     return noise
+
+
+def _new_result_noise(gp: GPFit, X: NDArray[np.float64]) -> Noise:
+    """The noise variance of a new result at each row of ``X``: :meth:`GPFit.noise_at_mean` of the latent mean."""
+    if not gp.noise_varies:
+        return float(gp.noise_variance)
+    return gp.noise_at_mean(gp.predict_warped(X)[0])
 
 
 def _training_rows(X: NDArray[np.float64], train: NDArray[np.float64]) -> NDArray[np.intp]:
@@ -132,8 +138,7 @@ def conditioning_factor(gp: GPFit, X_cond: NDArray[np.float64]) -> tuple[NDArray
                 return X_ordered, cached
             L21 = scipy.linalg.solve_triangular(cached, gp.kernel(train, rest), lower=True, check_finite=False).T
             K22 = gp.kernel(rest, rest)
-            noise = observation_noise(gp, X_ordered)  # the rest are new results, not copies of the training rows'
-            K22[np.diag_indices_from(K22)] += noise if isinstance(noise, float) else noise[train.shape[0]:]
+            K22[np.diag_indices_from(K22)] += _new_result_noise(gp, rest)  # new results, not copies of the trials'
             L22 = cholesky_with_jitter(K22 - L21 @ L21.T)
             n, p = train.shape[0], rest.shape[0]
             L = np.zeros((n + p, n + p))

@@ -135,6 +135,18 @@ class GPFit:
         return self.noise_variance + metric_noise_share(self.noise_warp, self.noise_scale, y, self.metric_noise)
 
     @property
+    def noise_varies(self) -> bool:
+        """Whether a result's noise depends on its value: a metric-unit noise on a warped fit (:attr:`metric_noise`)."""
+        return self.metric_noise > 0.0 and self.noise_warp is not None and self.warp is not None
+
+    def noise_at_mean(self, mean: NDArray[np.float64]) -> float | NDArray[np.float64]:
+        """The noise variance (standardised scale) of a new result whose latent mean (modelled scale) is ``mean``:
+        :meth:`noise_at` the value it stands for, ``warp^-1(mean)``; ``noise_variance`` where the noise is one."""
+        if not self.noise_varies or self.warp is None:
+            return self.noise_variance
+        return self.noise_at(self.warp.inverse(mean))
+
+    @property
     def noise_sd(self) -> float:
         """Observation noise sd on the modelled scale."""
         return float(np.sqrt(self.noise_variance) * self.y_std)
@@ -240,10 +252,8 @@ class GPFit:
         V = scipy.linalg.solve_triangular(self._L, Ks, lower=True, check_finite=False)
         var = np.maximum(self.kernel_diag(X) - np.sum(V * V, axis=0), 0.0)
         mean = self.y_mean + self.y_std * mean
-        if noise and self.metric_noise > 0.0 and self.warp is not None:  # its share at the latent mean's value
-            var += self.noise_at(self.warp.inverse(mean))
-        elif noise:
-            var += self.noise_variance
+        if noise:
+            var += self.noise_at_mean(mean)
         return mean, self.y_std * np.sqrt(var)
 
     def predict(

@@ -86,7 +86,7 @@ def test_ivr_closed_form_on_mocked_gp() -> None:
     # With no conditioning points and one integration point u:
     # IVR(x) = k(u, x)^2 / (k(x, x) + noise). Mock the GP as emukit does.
     gp = create_autospec(GPFit, instance=True)
-    gp.noise_variance, gp.metric_noise = 0.1, 0.0
+    gp.noise_variance, gp.noise_varies = 0.1, False
     gp.kernel.side_effect = lambda A, B: np.exp(-0.5 * ((A[:, :1] - B[:, 0]) / 0.2) ** 2)
     gp.kernel_diag.side_effect = lambda A: np.ones(A.shape[0])
     X_cand = np.array([[0.1], [0.5], [0.9]])
