@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> None:
     if args.smoke:
         args.n, args.repeats, args.emukit_repeats, args.emukit_batch_max_n = [50, 200], 1, 1, 0
         args.emukit_timed, args.botorch_timed = 16, 16
-    X, y = make_data(8, 2)  # warm-up, untimed: imports GPy and fills numpy's and scipy's caches
+    X, y = make_data(8, 2)  # warm-up, untimed: fills numpy's and scipy's caches
     select_ivr_batch(fit_gp(X, y, seed=0, n_restarts=1), X, X, X, q=2)
     rows = []
     with one_blas_thread(), torch_threads(1):  # the searcher's setting, for every method

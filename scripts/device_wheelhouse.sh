@@ -10,9 +10,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 OUT=.whl
 NEEDED="alembic annotated-types antlr4-python3-runtime cachetools cffi cryptography databricks-sdk decorator
-fastapi gitdb gitpython google-auth gpy greenlet hydra-core importlib-metadata jsonschema
+fastapi gitdb gitpython google-auth greenlet hydra-core importlib-metadata jsonschema
 jsonschema-specifications mako mlflow-skinny mlflow-tracing omegaconf opentelemetry-api opentelemetry-proto
-opentelemetry-sdk opentelemetry-semantic-conventions paramz pyasn1 pyasn1-modules pycparser pydantic
+opentelemetry-sdk opentelemetry-semantic-conventions pyasn1 pyasn1-modules pycparser pydantic
 pydantic-core python-dotenv referencing rpds-py smmap sqlalchemy sqlparse starlette tensorboardx
 typing-inspection wcwidth"
 grep -qx '/.whl/' .git/info/exclude 2>/dev/null || echo '/.whl/' >> .git/info/exclude

@@ -1,6 +1,6 @@
 """multiverse-sweeper: hyperparameter sweeps that map how a result depends on every choice.
 
-Cheap to import: heavy parts (Ray, MLflow, GPy) load only when their names are used.
+Cheap to import: heavy parts (Ray, MLflow) load only when their names are used.
 """
 
 from __future__ import annotations

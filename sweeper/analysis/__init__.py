@@ -10,7 +10,7 @@ that need it, so importing this package costs only numpy.
 - :mod:`sweeper.analysis.multiverse`: the GP over the decision space and what it says:
   maps, Bayes-factor interaction tests, Sobol sensitivity (Bell et al. 2022); import it
   explicitly (``from sweeper.analysis.multiverse import bayes_factor, sensitivity``), it
-  needs GPy.
+  needs scipy.
 - :func:`load_sweep`: a sweep's records from MLflow as :class:`SweepRecords` (a pandas
   trial table); MLflow and pandas are imported inside it only.
 """

@@ -34,7 +34,7 @@ from typing import Any
 #: Distributions whose versions are recorded on every trial.
 KEY_PACKAGES = (
     "multiverse-sweeper", "numpy", "scipy", "scikit-learn", "torch", "torchvision", "ray",
-    "mlflow", "hydra-core", "omegaconf", "GPy", "threadpoolctl",
+    "mlflow", "hydra-core", "omegaconf", "threadpoolctl",
 )
 
 

@@ -1,10 +1,10 @@
-"""The GP surrogate: a Matern-5/2 ARD Gaussian process fitted with GPy, predicted in numpy.
+"""The GP surrogate: a Matern-5/2 ARD Gaussian process, fitted and predicted in numpy.
 
-GPy is used only to *fit* the hyperparameters (type-II maximum likelihood with L-BFGS-B:
-:mod:`sweeper.search.gp_fit`, with GPy's model in :mod:`sweeper.search.gp_model`, the only
-module importing GPy, lazily); everything downstream (prediction, acquisition functions)
-uses the fitted hyperparameters through this module's pure-numpy :class:`GPFit`, which is
-small, picklable and independent of GPy's objects.
+The hyperparameters are fitted by type-II maximum likelihood with L-BFGS-B
+(:mod:`sweeper.search.gp_fit`, its objective :mod:`sweeper.search.marginal_likelihood`: the
+model, boxes and optimiser of GPy's bounded ``GPRegression``, tested against it); everything
+downstream (prediction, acquisition functions) uses them through this module's pure-numpy
+:class:`GPFit`, which is small and picklable.
 
 Modelling assumptions:
     * Inputs live in the unit cube ``[0, 1]^d`` (see ``sweeper.search.space``).
@@ -38,8 +38,8 @@ from sweeper.search.gp_linalg import log_marginal_likelihood, posterior_factor, 
 from sweeper.search.kernels import CategoryFactor, KernelTerm
 from sweeper.search.warping import OutputWarp
 
-# GPy's exact inference factorises K + (noise + 1e-8) I; GPFit.noise_variance includes it,
-# so that GPFit's posterior is exactly the posterior GPy maximised the likelihood of.
+# GPy's exact inference factorises K + (noise + 1e-8) I, and so does the fit's objective (its model);
+# GPFit.noise_variance includes it, so that GPFit's posterior is exactly the one whose likelihood was maximised.
 GPY_JITTER = 1e-8
 
 
@@ -60,8 +60,8 @@ class GPFit:
         terms: The covariance, a sum of :class:`~sweeper.search.kernels.KernelTerm` (one term for
             the shared kernel the sweeper searches with).
         noise_variance: Gaussian noise variance, standardised scale (for a fit from
-            :func:`~sweeper.search.gp_fit.fit_gp`, GPy's likelihood variance plus the ``GPY_JITTER`` that GPy's
-            exact inference adds to it).
+            :func:`~sweeper.search.gp_fit.fit_gp`, the fitted noise parameter plus the ``GPY_JITTER`` that its
+            objective adds to it, as GPy's exact inference does).
         y_mean: Mean of the modelled outputs (``warp(y)`` with a warp, else ``y``).
         y_std: Standard deviation used to standardise them (> 0).
         log_likelihood: Log marginal likelihood of the standardised outputs.
@@ -214,7 +214,7 @@ class GPFit:
         return describe_hyperparameters(self.hyperparameters())
 
     def kernel(self, X1: NDArray[np.float64], X2: NDArray[np.float64]) -> NDArray[np.float64]:
-        """Evaluate the covariance on the standardised scale, identical to the GPy model fitted.
+        """Evaluate the covariance on the standardised scale, identical to the model fitted.
 
         Args:
             X1: Points in the unit cube, shape ``(a, d)``.

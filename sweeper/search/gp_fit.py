@@ -1,6 +1,7 @@
 """Fitting the GP: type-II maximum likelihood (or MAP) of the hyperparameters with seeded
 restarts, on all observations or a seeded subset of them, then the exact posterior on all.
-The model's assumptions are in :mod:`sweeper.search.gp`, GPy's side in :mod:`sweeper.search.gp_model`.
+The model's assumptions are in :mod:`sweeper.search.gp`, its parameters in :mod:`sweeper.search.gp_model`, its
+objective in :mod:`sweeper.search.marginal_likelihood`.
 
 Restarts: restart 0 starts from lengthscale 0.3, variance 1, noise 1e-2, ``W = 0.5``,
 ``kappa = 0.5``; each further restart draws its lengthscales log-uniformly in ``[0.05, 2]``
@@ -62,7 +63,6 @@ from sweeper.search.gp_model import (
     INIT_NOISE,
     NOISE_MAX,
     TermLayout,
-    build_model,
     read_terms,
     start_values,
     term_layout,
@@ -71,12 +71,11 @@ from sweeper.search.gp_model import (
 from sweeper.search.gp_model import dimension_scaled_prior as dimension_scaled_prior  # re-exported: its old home
 from sweeper.search.gp_subset import fit_subset as fit_subset  # re-exported: its old home
 from sweeper.search.kernels import KernelTerm, category_labels, kernel_family
+from sweeper.search.marginal_likelihood import MarginalLikelihood, Values
 from sweeper.search.warping import OutputWarp
 
 log = logging.getLogger(__name__)
 
-#: Parameter values of a GPy model in the order of :func:`~sweeper.search.gp_model.start_values`.
-Values = list[NDArray[np.float64]]
 #: What a numerically failing restart or refinement raises.
 _NUMERIC_ERRORS = (np.linalg.LinAlgError, ValueError, FloatingPointError)
 
@@ -140,7 +139,7 @@ def _check_warp(warp: OutputWarp | None, y: NDArray[np.float64]) -> None:
 
 @dataclass(frozen=True)
 class _ModelSpec:
-    """The GPy model a fit optimises: its layout, kernel, boxes, prior and optimiser budget."""
+    """The model a fit optimises: its layout, kernel, boxes, prior and optimiser budget."""
 
     layout: list[TermLayout]
     family: str
@@ -150,9 +149,9 @@ class _ModelSpec:
     max_iters: int
     lengthscale_prior: tuple[float, float] | None
 
-    def build(self, X: NDArray[np.float64], z: NDArray[np.float64]) -> Any:
-        return build_model(X, z, self.noise_floor, self.layout, self.family, self.ard, self.rank,
-                           self.lengthscale_prior)
+    def build(self, X: NDArray[np.float64], z: NDArray[np.float64]) -> MarginalLikelihood:
+        return MarginalLikelihood(X, z, self.layout, self.family, self.ard, self.rank, self.noise_floor,
+                                  self.lengthscale_prior)
 
     def start(self, i: int, warm: Values | None, rng: np.random.Generator) -> Values:
         """Restart ``i``'s start: ``warm`` first when given, then the fixed start, then seeded random ones."""
@@ -161,20 +160,13 @@ class _ModelSpec:
             return warm
         return start_values(self.layout, self.ard, self.rank, max(INIT_NOISE, self.noise_floor), rng if j else None)
 
-    def optimize(self, model: Any) -> None:
-        model.optimize(optimizer="lbfgsb", max_iters=self.max_iters, messages=False)
-
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """GPy/paramz warn on every overflow and re-constraint: silence them and numpy's floating-point warnings."""
+    """Silence numpy's floating-point warnings (an exp overflows at the boxes' far ends) and SciPy's."""
     with warnings.catch_warnings(), np.errstate(all="ignore"):
         warnings.simplefilter("ignore")
         yield
-
-
-def _values(model: Any) -> Values:
-    return [np.array(p.values, dtype=np.float64) for p in model.flattened_parameters]
 
 
 def fit_gp(
@@ -319,14 +311,11 @@ def _maximise_likelihood(
     best: tuple[float, float, Values] | None = None  # (score, log likelihood, values)
     errors: list[str] = []
     with _quiet():
-        try:
-            model = spec.build(X, z)
-        except np.linalg.LinAlgError as exc:
-            raise RuntimeError(f"GP fit failed to start (n={n}, d={d}): {exc}") from exc
+        model = spec.build(X, z)
         for i in range(n_restarts):
             start = spec.start(i, warm, rng)
             try:
-                ll, score = _run_restart(spec, model, start, optimise=n > 1)
+                ll, score, values = _run_restart(spec, model, start, optimise=n > 1)
             except _NUMERIC_ERRORS as exc:
                 errors.append(f"restart {i}: {type(exc).__name__}: {exc}")
                 log.debug("GP restart %d failed: %s", i, exc)
@@ -335,7 +324,6 @@ def _maximise_likelihood(
                 errors.append(f"restart {i}: non-finite log likelihood {ll}")
                 continue
             log.debug("GP restart %d: log likelihood %.4f", i, ll)
-            values = _values(model)
             optima.append(values)
             if best is None or score > best[0]:
                 best = (score, ll, values)
@@ -346,13 +334,13 @@ def _maximise_likelihood(
     return best[1], best[2]
 
 
-def _run_restart(spec: _ModelSpec, model: Any, start: Values, *, optimise: bool) -> tuple[float, float]:
-    """Optimise ``model`` from ``start``: its log likelihood and its objective (plus the log prior)."""
-    model[:] = np.concatenate(start)
-    if optimise:
-        spec.optimize(model)
-    ll = float(model.log_likelihood())
-    return ll, ll + float(model.log_prior())
+def _run_restart(
+    spec: _ModelSpec, model: MarginalLikelihood, start: Values, *, optimise: bool,
+) -> tuple[float, float, Values]:
+    """Optimise from ``start``: the log likelihood, the objective (plus the log prior) and the values there."""
+    values = model.maximise(start, spec.max_iters) if optimise else [v.copy() for v in start]
+    ll, lp = model.evaluate(values)
+    return ll, ll + lp, values
 
 
 def _refine(
@@ -367,20 +355,24 @@ def _refine(
     with _quiet():
         try:
             model = spec.build(X, z)
-            scored = []
-            for start in starts:
-                model[:] = np.concatenate(start)
-                scored.append(float(model.log_likelihood()) + float(model.log_prior()))
+            scored = [sum(_score(model, start)) for start in starts]
             finite = [i for i, ll in enumerate(scored) if np.isfinite(ll)]
             if not finite:
                 return None
-            model[:] = np.concatenate(starts[max(finite, key=scored.__getitem__)])
-            spec.optimize(model)
-            ll = float(model.log_likelihood())
+            values = model.maximise(starts[max(finite, key=scored.__getitem__)], spec.max_iters)
+            ll = model.evaluate(values)[0]
         except _NUMERIC_ERRORS as exc:
             log.debug("refining the GP fit on all %d observations failed: %s", X.shape[0], exc)
             return None
     if not np.isfinite(ll):
         return None
-    return ll, _values(model)
+    return ll, values
+
+
+def _score(model: MarginalLikelihood, values: Values) -> tuple[float, float]:
+    """``(log likelihood, log prior)`` of ``values``; ``-inf`` where the covariance does not factorise."""
+    try:
+        return model.evaluate(values)
+    except np.linalg.LinAlgError:
+        return -np.inf, 0.0
 

@@ -1,14 +1,13 @@
-"""GPy's model of a fit: the hyperparameter boxes and starting values, building a bounded
-``GPRegression`` for a sum of kernel terms, and reading the fitted values back into a
-:class:`~sweeper.search.gp.GPFit`. The only module in the project that imports GPy, lazily
-inside :func:`build_model`, so importing it is cheap.
+"""The parameters of a GP fit: their boxes and starting values, in the order of GPy's bounded
+``GPRegression`` of the same sum of kernel terms (per term the stationary variance and
+lengthscale(s), then ``W`` and ``kappa`` of each coregionalization factor; the noise variance
+last), and reading fitted values back into a :class:`~sweeper.search.gp.GPFit`'s terms. The
+objective they are fitted by is :mod:`sweeper.search.marginal_likelihood`.
 """
 
 from __future__ import annotations
 
-import functools
 import logging
-import operator
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -17,7 +16,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sweeper.search.gp import GPY_JITTER, GPFit
-from sweeper.search.kernels import CategoryFactor, KernelTerm, category_index, kernel_family
+from sweeper.search.kernels import CategoryFactor, KernelTerm, kernel_family
 
 log = logging.getLogger(__name__)
 
@@ -57,65 +56,6 @@ def term_layout(
             raise ValueError(f"categories maps a column in 0..{d - 1} to a count >= 2; got {c!r}: {k!r}")
     return [TermLayout(tuple(c for c in g if c not in categories),
                        tuple((c, int(categories[c])) for c in g if c in categories)) for g in groups]
-
-
-def build_model(
-    X: NDArray[np.float64], z: NDArray[np.float64], noise_floor: float, layout: list[TermLayout],
-    family: str, ard: bool, rank: int, lengthscale_prior: tuple[float, float] | None = None,
-) -> Any:
-    """A bounded GPy ``GPRegression`` with the given terms (lazy GPy import).
-
-    ``lengthscale_prior=(mu, sigma)`` puts ``GPy.priors.LogGaussian(mu, sigma)`` on the
-    lengthscales of every stationary part (continuous columns only; coregionalization
-    factors get none). The lengthscales keep their box: the bounded (logistic) transform
-    has no log-Jacobian in GPy, so the MAP maximises likelihood times the LogNormal density
-    of the lengthscale itself, as BoTorch/GPyTorch do.
-
-    GPy copies kernels when it combines them, so the fitted values are read back from
-    ``model.flattened_parameters``, whose order is the order built here: per term the
-    stationary variance and lengthscale(s), then ``W`` and ``kappa`` of each factor;
-    the noise variance last (see :func:`start_values` and :func:`read_terms`).
-    """
-    import GPy
-
-    # GPy announces every model construction at INFO ("initializing Y", ...): one line per
-    # fit would drown the sweep's own console output.
-    logging.getLogger("GP").setLevel(max(logging.getLogger("GP").getEffectiveLevel(), logging.WARNING))
-    if lengthscale_prior is not None:
-        # paramz warns at every evaluation that the logistic transform's log-Jacobian is 0
-        # (which is what the MAP here wants).
-        quiet = logging.getLogger("paramz.transformations")
-        quiet.setLevel(max(quiet.getEffectiveLevel(), logging.ERROR))
-    stationary = {"matern52": GPy.kern.Matern52, "rbf": GPy.kern.RBF}[family]
-    X_gpy = X.copy()
-    summands = []
-    for t, term in enumerate(layout):
-        parts = []
-        if term.continuous:
-            k = stationary(len(term.continuous), active_dims=list(term.continuous), ARD=ard,
-                           lengthscale=DEFAULT_LENGTHSCALE, name=f"t{t}_{family}")
-            if lengthscale_prior is not None:
-                # set_prior constrains the parameter positive (Logexp); the box is restored after.
-                k.lengthscale.set_prior(GPy.priors.LogGaussian(*lengthscale_prior), warning=False)
-            k.lengthscale.constrain_bounded(*LENGTHSCALE_BOUNDS, warning=False)
-            if term.categorical:
-                k.variance.constrain_fixed(INIT_VARIANCE, warning=False)
-            else:
-                k.variance.constrain_bounded(*VARIANCE_BOUNDS, warning=False)
-            parts.append(k)
-        for c, n_cat in term.categorical:
-            X_gpy[:, c] = category_index(X[:, c], n_cat)
-            b = GPy.kern.Coregionalize(1, output_dim=n_cat, rank=rank, active_dims=[c],
-                                       W=np.full((n_cat, rank), INIT_W), kappa=np.full(n_cat, INIT_KAPPA),
-                                       name=f"t{t}_c{c}")
-            b.W.constrain_bounded(*W_BOUNDS, warning=False)
-            b.kappa.constrain_bounded(*KAPPA_BOUNDS, warning=False)
-            parts.append(b)
-        summands.append(functools.reduce(operator.mul, parts))
-    kern = functools.reduce(operator.add, summands)
-    model = GPy.models.GPRegression(X_gpy, z[:, None], kernel=kern, noise_var=max(INIT_NOISE, noise_floor))
-    model.likelihood.variance.constrain_bounded(noise_floor, NOISE_MAX, warning=False)
-    return model
 
 
 def dimension_scaled_prior(d: int) -> tuple[float, float]:

@@ -15,8 +15,8 @@ kernel the sweeper searches with; one term per column is the additive kernel of 
 interaction test (:mod:`sweeper.search.interaction`).
 
 This module is pure numpy: it is what predictions and acquisition functions evaluate, and
-it matches GPy's ``Matern52``/``RBF``/``Coregionalize`` to rounding (tested), which
-:mod:`sweeper.search.gp` uses to fit the hyperparameters.
+it matches GPy's ``Matern52``/``RBF``/``Coregionalize`` to rounding (tested), the model whose
+likelihood :mod:`sweeper.search.marginal_likelihood` maximises.
 
 References:
     Rasmussen, C. E., & Williams, C. K. I. (2006). Gaussian Processes for Machine

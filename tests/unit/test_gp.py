@@ -8,10 +8,10 @@ import GPy
 import numpy as np
 import pytest
 
-import sweeper.search.gp_fit as gp_fit_module
 from sweeper.search.design import sobol_design
 from sweeper.search.gp import GPY_JITTER, GPFit
 from sweeper.search.gp_fit import fit_gp
+from sweeper.search.marginal_likelihood import MarginalLikelihood
 
 
 def smooth_2d(X: np.ndarray) -> np.ndarray:
@@ -181,18 +181,10 @@ def test_fit_rejects_bad_data(X: np.ndarray, y: np.ndarray, match: str) -> None:
 
 
 def test_all_restarts_failing_raises_runtime_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    real_build = gp_fit_module.build_model
+    def broken(self: MarginalLikelihood, start: Any, max_iters: int) -> Any:
+        raise np.linalg.LinAlgError("not positive definite")
 
-    def broken_build(*args: Any, **kwargs: Any) -> Any:
-        model = real_build(*args, **kwargs)
-
-        def optimize(*a: Any, **k: Any) -> None:
-            raise np.linalg.LinAlgError("not positive definite")
-
-        model.optimize = optimize
-        return model
-
-    monkeypatch.setattr(gp_fit_module, "build_model", broken_build)
+    monkeypatch.setattr(MarginalLikelihood, "maximise", broken)
     X = sobol_design(5, 2, seed=0)
     with pytest.raises(RuntimeError, match="GP fit failed in all 2 restarts.*LinAlgError"):
         fit_gp(X, X[:, 0], seed=0, n_restarts=2)
@@ -210,24 +202,17 @@ def test_each_restart_starts_from_its_own_seeded_point(monkeypatch: pytest.Monke
     # The optimiser must really start restart i from the i-th drawn point (not from the
     # previous optimum), and those points come from the seed: restart 0 from 0.3, the
     # others log-uniform in [0.05, 2].
-    real_build = gp_fit_module.build_model
+    real_maximise = MarginalLikelihood.maximise
     starts: list[np.ndarray] = []
 
-    def recording_build(*args: Any, **kwargs: Any) -> Any:
-        model = real_build(*args, **kwargs)
-        real_optimize = model.optimize
+    def recording(self: MarginalLikelihood, start: Any, max_iters: int) -> Any:
+        starts.append(np.array(start[1]))  # the lengthscales, after the variance
+        theta = np.concatenate(start)
+        # round trip: the optimiser's start (its logistic coordinates) is these values
+        np.testing.assert_allclose(self._theta_of(self._x_of(theta)), theta, rtol=1e-10)
+        return real_maximise(self, start, max_iters)
 
-        def optimize(*a: Any, **k: Any) -> Any:
-            starts.append(np.array(model.kern.lengthscale.values))
-            x0 = model.optimizer_array.copy()
-            model.optimizer_array = x0  # round trip: the optimizer's start is these values
-            np.testing.assert_allclose(model.kern.lengthscale.values, starts[-1], rtol=1e-10)
-            return real_optimize(*a, **k)
-
-        model.optimize = optimize
-        return model
-
-    monkeypatch.setattr(gp_fit_module, "build_model", recording_build)
+    monkeypatch.setattr(MarginalLikelihood, "maximise", recording)
     X = sobol_design(12, 2, seed=0)
     fit_gp(X, smooth_2d(X), seed=42, n_restarts=3)
     rng = np.random.default_rng(42)

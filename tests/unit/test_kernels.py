@@ -8,8 +8,10 @@ import pytest
 
 import sweeper.search.gp_model as gp_model
 from sweeper.search.design import sobol_design
+from sweeper.search.gp import GPY_JITTER
 from sweeper.search.gp_fit import fit_gp
 from sweeper.search.kernels import KERNELS, CategoryFactor, KernelTerm, category_index, kernel_family
+from tests.gpy_reference import build_model
 
 
 def two_category_data(seed: int, sign: float, offset: float) -> tuple[np.ndarray, np.ndarray]:
@@ -46,14 +48,14 @@ def test_numpy_posterior_equals_gpy_for_every_structure(kernel: str, terms: list
     family, ard = kernel_family(kernel)
     layout = gp_model.term_layout(4, categories, terms)
     z = (y - fit.y_mean) / fit.y_std
-    model = gp_model.build_model(X, z, 1e-6, layout, family, ard, 2)
+    model = build_model(X, z, 1e-6, layout, family, ard, 2)
     values = []
     for t in fit.terms:
         if t.columns:
             values += [[t.variance], t.lengthscales if ard else t.lengthscales[:1]]
         for f in t.factors:
             values += [f.W.ravel(), f.kappa]
-    model[:] = np.concatenate([*values, [fit.noise_variance - gp_model.GPY_JITTER]])
+    model[:] = np.concatenate([*values, [fit.noise_variance - GPY_JITTER]])
     assert float(model.log_likelihood()) == pytest.approx(fit.log_likelihood, rel=1e-8)
     Xs = rng.random((25, 4))
     Xs_gpy = Xs.copy()

@@ -36,6 +36,15 @@ def test_the_package_and_log_metrics_import_without_ray_or_mlflow() -> None:
     assert not mods & {"ray", "mlflow", "torch", "GPy"}
 
 
+def test_a_gp_fit_and_the_multiverse_analysis_load_no_gpy() -> None:
+    """The fit's objective is numpy (sweeper.search.marginal_likelihood): neither GPy's import (0.6 s) nor its
+    parameter framework is on a sweep's or an analysis's path; GPy is the tests' reference only."""
+    mods = _loaded_after("import numpy as np; from sweeper.search.gp_fit import fit_gp; "
+                         "import sweeper.analysis.multiverse; "
+                         "fit_gp(np.random.default_rng(0).random((12, 2)), np.arange(12.0), seed=0, categories={1: 2})")
+    assert not mods & {"GPy", "paramz"}
+
+
 def test_console_script_answers() -> None:
     out = subprocess.run([sys.executable, "-m", "sweeper.cli", "--version"], capture_output=True, text=True,
                          check=True, cwd=REPO)
