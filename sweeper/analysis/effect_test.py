@@ -26,7 +26,8 @@ seed gives) count once, as in the leave-one-out check (:func:`sweeper.search.loo
 shuffling them apart would make any score look tied to its point. With 12 configurations of
 noise measured twice each, the copies made the test show an effect; counted once, it does not.
 
-Two limits keep its cost to seconds (a median of 0.5-2.6 s on 12-64 trials in decision 0078):
+Two limits keep its cost to seconds (a median of 0.5-2.6 s on 12-64 trials in decision 0078, through GPy;
+0.6-1.1 s on 8-64 trials over three dims since the fit's objective is numpy, decision 0088):
 hyperparameters are fitted with one optimiser start, the same fixed start for every fit, so the
 procedure is the same for the scores and their shuffles; and at most :data:`MAX_TEST_POINTS`
 trials, a seeded subset, are fitted. No shortcut skips the shuffles where the effect looks

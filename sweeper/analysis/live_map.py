@@ -6,8 +6,11 @@ the code of ``sweeper multiverse`` (:mod:`sweeper.analysis.map_view`): the poste
 sd over the two continuous dims the fit's posterior mean is most sensitive to (total Sobol
 effects, :func:`~sweeper.analysis.multiverse.most_sensitive_continuous`), a facet per
 category combination, the other continuous dims at the centre of their range, the trials so
-far on top (failed ones as crosses); and checks the fit by leave-one-out
-(:func:`~sweeper.search.loo.loo_check`, the check behind ``sweeper multiverse``'s maps).
+far on top (failed ones as crosses); checks the fit by leave-one-out
+(:func:`~sweeper.search.loo.loo_check`, the check behind ``sweeper multiverse``'s maps); and asks
+whether the trials so far show that the metric depends on any choice at all
+(:func:`~sweeper.analysis.effect_test.effect_test`, ``sweeper multiverse``'s first question): until
+they do, the map's colours may be noise between seeds, and its title says so.
 :mod:`sweeper.run.live_map_painter` does this off Tune's loop and logs the figures and the numbers
 on the sweep's run.
 
@@ -15,6 +18,7 @@ What differs from ``sweeper multiverse``'s map, on purpose: it is the searcher's
 (maximum likelihood; for a bounded metric the warped fit that tags the searcher's points)
 rather than the analysis model averaged over the hyperparameters' posterior, one pair of
 dims rather than all, on a coarser grid (:data:`LIVE_RESOLUTION`).
+NOTE: docs/decisions/0089-live-maps-say-when-no-effect-is-shown.md
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from sweeper.analysis.effect_test import EffectTest, effect_test
 from sweeper.analysis.map_view import MapTrials, MapView, draw_map, map_view
 from sweeper.analysis.multiverse import MultiverseFit, most_sensitive_continuous
 from sweeper.analysis.plotting import _new_figure
@@ -48,6 +53,7 @@ class LiveMap:
         view: The map's numbers (mean and sd per facet).
         trials: The trials the fit rests on (dots) and those failed so far (crosses).
         loo: The leave-one-out check of the fit.
+        effect: Whether the trials so far show an effect of any choice (the permutation test).
     """
 
     batch: int
@@ -55,6 +61,7 @@ class LiveMap:
     view: MapView
     trials: MapTrials
     loo: PredictiveCheck
+    effect: EffectTest
 
     @property
     def n_trials(self) -> int:
@@ -62,16 +69,25 @@ class LiveMap:
         return int(self.trials.kept.shape[0])
 
     def metrics(self) -> dict[str, float]:
-        """``live_trials`` and the check's ``live_loo_coverage95``, ``live_loo_rmse``, ...
+        """``live_trials``, the check's ``live_loo_coverage95``, ``live_loo_rmse``, ..., and the effect test's
+        ``live_effect_p`` and ``live_effect_log10_K`` (none for a metric constant so far: nothing was tested).
 
         The check's metrics are :meth:`~sweeper.search.loo.PredictiveCheck.metrics` with the prefix ``live_``.
         """
-        return {**self.loo.metrics("live_"), "live_trials": float(self.n_trials)}
+        effect = {} if self.effect.p_value is None else {"live_effect_p": self.effect.p_value,
+                                                         "live_effect_log10_K": self.effect.log10_K}
+        return {**self.loo.metrics("live_"), **effect, "live_trials": float(self.n_trials)}
 
     def note(self) -> str:
-        """What the figures' titles add: the batch and its trials, and how the dims left out were set."""
+        """What the figures' titles add: the batch and its trials, how the dims left out were set, and a
+        caution while the trials show no effect of any choice."""
         left_out = len(self.fit.continuous) > len(self.view.columns)
-        return f"after batch {self.batch}: {self.n_trials} trials" + ("; others at their centre" if left_out else "")
+        note = f"after batch {self.batch}: {self.n_trials} trials" + ("; others at their centre" if left_out else "")
+        if self.effect.note:
+            return note + "; every score equal so far: nothing to map"
+        if not self.effect.shown:
+            return note + f"; no effect of any choice shown yet (p = {self.effect.p_value:.2f}): colours may be noise"
+        return note
 
 
 def live_map(space: SearchSpace, fitted: BatchFit, *, resolution: int = LIVE_RESOLUTION, seed: int = 0) -> LiveMap:
@@ -81,7 +97,8 @@ def live_map(space: SearchSpace, fitted: BatchFit, *, resolution: int = LIVE_RES
     columns = most_sensitive_continuous(fit, seed=seed)
     view = map_view(fit, columns, resolution=resolution, seed=seed, contour_band=False)  # its figures draw none
     trials = MapTrials(gp.X, gp.y, np.asarray(fitted.failed, dtype=np.float64).reshape(-1, space.d))
-    return LiveMap(fitted.batch, fit, view, trials, loo_check(gp))
+    effect = effect_test(space, gp.X, gp.y, warp=gp.warp, kernel=gp.point.kernel_name, seed=seed)
+    return LiveMap(fitted.batch, fit, view, trials, loo_check(gp), effect)
 
 
 def prepare_drawing() -> None:

@@ -13,8 +13,9 @@ painter's results while it waits, hands each map to the sweep's MLflow writer:
   continuous dims);
 * metrics with ``step`` = the batch: the leave-one-out check of the fit (``live_loo_coverage95``,
   ``live_loo_rmse``, ``live_loo_coverage68``, ``live_loo_max_abs_residual``, ``live_loo_n``),
-  ``live_trials`` (the trials the map rests on) and ``live_draw_cpu_s`` (the painter's CPU
-  seconds for that map: what it cost).
+  whether the trials so far show an effect of any choice (``live_effect_p``,
+  ``live_effect_log10_K``), ``live_trials`` (the trials the map rests on) and
+  ``live_draw_cpu_s`` (the painter's CPU seconds for that map: what it cost).
 
 Where Tune runs inside a Ray task on the head node (Ray Client), which should not spawn
 processes, the painter is a thread. A failure while drawing never fails the sweep: the first is

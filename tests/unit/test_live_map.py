@@ -12,6 +12,7 @@ import math
 import numpy as np
 import pytest
 
+from sweeper.analysis.effect_test import ALPHA, effect_test
 from sweeper.analysis.live_map import live_map, live_map_pngs
 from sweeper.analysis.map_view import draw_map
 from sweeper.search.ensemble import GPEnsemble
@@ -79,7 +80,10 @@ def test_the_map_is_the_searchers_gp_on_the_grid_and_its_numbers_are_loo_checks(
         np.testing.assert_allclose(cm.sd[label].ravel(), sd, rtol=1e-6)
         np.testing.assert_allclose(cm.mean[label].ravel(), fit.gp.predict(P)[0], rtol=1e-12)  # no bounds: same mean
     np.testing.assert_allclose(cm.y, np.geomspace(1e-3, 1.0, 7))
-    assert live.metrics() == {**loo_check(fit.gp).metrics("live_"), "live_trials": 11.0}
+    effect = effect_test(SPACE, fit.gp.X, fit.gp.y, warp=None, kernel=fit.gp.kernel_name)
+    assert effect.shown  # sin(5x) + 2y: an effect, shown on 11 trials
+    assert live.metrics() == {**loo_check(fit.gp).metrics("live_"), "live_trials": 11.0,
+                              "live_effect_p": effect.p_value, "live_effect_log10_K": effect.log10_K}
     assert {"live_loo_coverage95", "live_loo_rmse"} <= set(live.metrics())
     np.testing.assert_array_equal(live.trials.kept, fit.gp.X)
     np.testing.assert_array_equal(live.trials.excluded, fit.failed)
@@ -146,3 +150,20 @@ def test_a_pickled_policy_keeps_its_state_but_not_its_hooks(swept) -> None:
         policy.on_gp_fit, policy.on_bayes_factor = hooks
     assert copy.on_gp_fit is None and copy.on_bayes_factor is None
     assert json.dumps(copy.state_dict()) == json.dumps(policy.state_dict())  # (a failed trial's NaN included)
+
+
+def test_while_the_trials_show_no_effect_the_title_says_the_colours_may_be_noise() -> None:
+    """A metric that depends on no choice (seed noise only) still gets a coloured map; its live map says the
+    trials do not show any effect yet, and logs the test's p-value. A constant one says there is nothing to map."""
+    rng = np.random.default_rng(1)
+    _, fits = run_policy(f=lambda x, m: 0.8 + 0.05 * rng.normal())
+    live = live_map(SPACE, fits[1], resolution=5)
+    assert live.metrics()["live_effect_p"] > ALPHA and not live.effect.shown
+    assert live.note() == (f"after batch 2: 11 trials; others at their centre; no effect of any choice shown yet "
+                           f"(p = {live.effect.p_value:.2f}): colours may be noise")
+    title = draw_map(live.view, SPACE, live.trials, "score", note=live.note())["mean"]._suptitle.get_text()
+    assert "no effect of any choice shown yet" in title
+    _, fits = run_policy(f=lambda x, m: 0.8)
+    constant = live_map(SPACE, fits[1], resolution=5)
+    assert constant.note().endswith("; every score equal so far: nothing to map")
+    assert "live_effect_p" not in constant.metrics() and constant.metrics()["live_trials"] == 11.0
