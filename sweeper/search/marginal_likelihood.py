@@ -36,17 +36,15 @@ References:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
-import scipy.linalg
 import scipy.optimize
 from numpy.typing import NDArray
 from scipy.linalg.lapack import dpotri
 
 from sweeper.search.gp import GPY_JITTER
-from sweeper.search.gp_linalg import cholesky_with_jitter
+from sweeper.search.gp_linalg import log_marginal_likelihood, posterior_factor
 from sweeper.search.gp_model import (
     INIT_VARIANCE,
     KAPPA_BOUNDS,
@@ -59,8 +57,6 @@ from sweeper.search.gp_model import (
 from sweeper.search.kernels import category_index, scaled_sq_dist_within
 
 Values = list[NDArray[np.float64]]
-_SQRT5 = math.sqrt(5.0)
-_LOG_2PI = math.log(2.0 * math.pi)
 #: Evaluations in a row that may fail to factorise before the run fails (paramz's allowance).
 _ALLOWED_FAILURES = 10
 
@@ -188,9 +184,11 @@ class MarginalLikelihood:
                 W, kappa = next(it).reshape(-1, self.rank), next(it)
                 B = W @ W.T + np.diag(kappa)
                 factors.append(B[np.ix_(cats, cats)])
-            K = np.ones((self.n, self.n)) if stationary is None else stationary.copy()
-            for C in factors:
-                K *= C
+            K = stationary if stationary is not None else np.ones((self.n, self.n))
+            if factors:
+                K = K * factors[0]
+                for C in factors[1:]:
+                    K *= C
             terms.append(_Term(K, stationary, slope, factors))
         total = terms[0].K.copy()
         for term_ in terms[1:]:
@@ -209,13 +207,10 @@ class MarginalLikelihood:
 
     def _evaluate(self, theta: NDArray[np.float64],
                   gradient: bool) -> tuple[float, float, NDArray[np.float64] | None]:
-        parts = self.split(theta)
+        parts = np.split(theta, self._sizes)  # views: nothing below writes to them
         terms, K = self._terms(parts)
-        noise = float(parts[-1][0])
-        K[np.diag_indices_from(K)] += noise + GPY_JITTER
-        L = cholesky_with_jitter(K)
-        alpha = scipy.linalg.cho_solve((L, True), self.z, check_finite=False)
-        ll = float(-0.5 * self.z @ alpha - np.sum(np.log(np.diag(L))) - 0.5 * self.n * _LOG_2PI)
+        L, alpha = posterior_factor(K, float(parts[-1][0]) + GPY_JITTER, self.z)
+        ll = log_marginal_likelihood(self.z, L, alpha)
         lp, lp_grad = self._log_prior(parts)
         if not gradient:
             return ll, lp, None
@@ -245,6 +240,7 @@ class MarginalLikelihood:
     def _gradient(self, parts: Values, terms: list[_Term], G: NDArray[np.float64]) -> Values:
         """``d log p(z | theta) / d theta`` per block, from ``G = dL/dK_y`` (R&W eq. 5.9)."""
         grads: Values = []
+        dB = np.zeros(0)  # a factor's dL/dB, worked out at its W block and read again at its kappa block
         for i, block in enumerate(self.blocks):
             if block.kind == "noise":
                 grads.append(np.array([np.trace(G)]))
@@ -262,8 +258,8 @@ class MarginalLikelihood:
                 dB = self._factor_gradient(block, term, G)
                 W = parts[i].reshape(-1, self.rank)
                 grads.append(((dB + dB.T) @ W).ravel())
-            else:  # kappa: the block after its W
-                grads.append(np.diag(self._factor_gradient(block, term, G)).copy())
+            else:  # kappa: the block right after its factor's W
+                grads.append(np.diag(dB).copy())
         return grads
 
     def _factor_gradient(self, block: _Block, term: _Term, G: NDArray[np.float64]) -> NDArray[np.float64]:
