@@ -3,10 +3,10 @@
 ``ray.init`` spends seconds waiting for Ray's processes (its GCS, raylet and agents) to come
 up. The driver's other start-up work runs in one thread beside it: the warning when the
 task's code cannot be identified (it reads the installed packages and git), the sweep's
-MLflow run (its store and the run's records), and the imports of Ray Tune and the run's own
-modules, so that Tune starts its first trial as soon as Ray is up. None of it is work the
-sweep did not do before; it only leaves the path to the first trial
-(NOTE: docs/decisions/0056-start-up-beside-ray.md).
+MLflow run (its store and the run's records), and the imports of Ray Tune, the run's own
+modules and ``scipy.stats`` (the first Sobol point needs it), so that Tune starts its first
+trial as soon as Ray is up. None of it is work the sweep did not do before; it only leaves
+the path to the first trial (NOTE: docs/decisions/0056-start-up-beside-ray.md).
 """
 
 from __future__ import annotations
@@ -65,8 +65,11 @@ def _prepare(warning: Callable[[], str | None], opening: Callable[[], Opened]) -
 
 
 def import_tune_run() -> None:
-    """Import Ray Tune and the modules of the sweep's Tune run (about a second of CPU on a quiet core)."""
+    """Import Ray Tune and the modules of the sweep's Tune run (about a second of CPU on a quiet core), and
+    ``scipy.stats``: the first Sobol point imports it (``qmc``, 0.5 CPU-s after the rest), in Tune's loop on the
+    way to the first trial, and the end of every sweep needs it anyway (its prospective check)."""
     import ray.tune  # noqa: F401 - imported for the Tune run, which follows
+    import scipy.stats  # noqa: F401 - for the first Sobol point and the sweep's end
 
     import sweeper.run.checkpoint_callback
     import sweeper.run.fault_guard
