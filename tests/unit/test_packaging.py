@@ -79,3 +79,22 @@ def test_the_sweeper_loads_before_ray_starts_without_scipy_ray_or_mlflow() -> No
     imported beside Ray's start (sweeper.run.sweep_start)."""
     mods = _loaded_after("import sweeper.run.hydra_sweeper")
     assert not mods & {"scipy", "ray", "mlflow", "GPy", "torch"}, mods & {"scipy", "ray", "mlflow", "GPy", "torch"}
+
+
+def test_the_thread_beside_ray_imports_what_the_first_suggestion_needs() -> None:
+    """The first Sobol point needs scipy.stats (``qmc``, 0.5 CPU-s): imported in Tune's loop once Ray was up, it
+    delayed every sweep's first trial (10.8 -> 9.6 s, decision 0056's last section). ``import_tune_run``, run beside
+    ``ray.init``, imports it, so the first suggestion of an ivr sweep loads no scipy module of its own."""
+    code = (
+        "import sys\nfrom sweeper.search.grammar import parse_specs\n"
+        "from sweeper.search.settings import PolicySettings\n"
+        "space = parse_specs({'x': 'interval(0, 1)', 'k': 'choice(a, b)'})  # the sweep's validation, before Ray\n"
+        "from sweeper.run.sweep_start import import_tune_run; import_tune_run(); before = set(sys.modules)\n"
+        "from sweeper.search.policy import MultiversePolicy\n"
+        "settings = PolicySettings(strategy='ivr', num_trials=16, n_initial=8, batch_size=4)\n"
+        "first = MultiversePolicy(space, settings).ask()\n"
+        "print(first.phase, ' '.join(sorted(set(sys.modules) - before)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    phase, *new = out.stdout.split()
+    assert phase == "sobol"
+    assert not [m for m in new if m.split(".")[0] in {"scipy", "sklearn", "ray", "mlflow", "torch"}], new
